@@ -1,0 +1,54 @@
+"""pytest-weirdml's hooks: options, collection of task directories, parametrization, summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_weirdml import config as config_mod
+from pytest_weirdml import fixtures, hookspecs
+from pytest_weirdml.fixtures import SETTINGS_KEY, cases
+from pytest_weirdml.items import MARKER, collect_task
+from pytest_weirdml.report.collector import ResultsCollector
+
+SESSION_INPUT = "weirdml_session"
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    config_mod.pytest_addoption(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    session = workerinput[SESSION_INPUT] if workerinput else config_mod.new_session_name()
+    settings = config_mod.settings_from(config, session)
+    config.stash[SETTINGS_KEY] = settings
+    config.addinivalue_line("markers", f"{MARKER}: an item collected from a WeirdML task directory")
+    config.pluginmanager.register(fixtures, "weirdml-fixtures")
+    if workerinput is None:
+        config.pluginmanager.register(ResultsCollector(settings), "weirdml-results")
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    return collect_task(file_path, parent)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "weirdml_case" not in metafunc.fixturenames:
+        return
+    settings = metafunc.config.stash[SETTINGS_KEY]
+    if settings.models:
+        run_cases = cases(settings)
+        metafunc.parametrize("weirdml_case", run_cases, ids=[case.id for case in run_cases])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist: every worker writes into the controller's session directory."""
+    node.workerinput[SESSION_INPUT] = node.config.stash[SETTINGS_KEY].session

@@ -1,0 +1,52 @@
+"""Capture a process's output with a size cap that keeps both its head and its tail."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+
+class CappedOutput:
+    """Reads a pipe to its end in a thread; keeps at most ``cap`` bytes (half head, half tail)."""
+
+    def __init__(self, fd: int, cap: int) -> None:
+        self._fd = fd
+        self._half = max(cap // 2, 1)
+        self._head = bytearray()
+        self._tail = bytearray()
+        self.total = 0
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self._fd, 1 << 16)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.total += len(chunk)
+            room = self._half - len(self._head)
+            if room > 0:
+                self._head += chunk[:room]
+                chunk = chunk[room:]
+            if chunk:
+                self._tail += chunk
+                if len(self._tail) > 2 * self._half:
+                    del self._tail[: len(self._tail) - self._half]
+
+    def finish(self, timeout: float = 5.0) -> str:
+        """Wait for the end of the stream (briefly), close the pipe and return the text kept."""
+        self._thread.join(timeout)
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass
+        self._thread.join(1.0)
+        tail = bytes(self._tail[-self._half :])
+        kept = len(self._head) + len(tail)
+        text = self._head.decode("utf-8", errors="replace")
+        if self.total > kept:
+            text += f"\n[... {self.total - kept} bytes of output not kept ...]\n"
+        return text + tail.decode("utf-8", errors="replace")

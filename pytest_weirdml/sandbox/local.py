@@ -1,0 +1,272 @@
+"""The local sandbox: bubblewrap where it works, else a plain subprocess with limits.
+
+Under bubblewrap the script sees only the system's ``/usr``, the interpreter's prefixes, its own
+working directory (``data/`` bound read-only over it) and private ``/tmp``, ``/proc`` and
+``/dev``: no network, no host home, no cache holding the hidden answers, no host processes. The
+plain fallback is not isolated (it can read what the user can read) and says so once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+from pytest_weirdml.errors import SandboxError
+from pytest_weirdml.sandbox import (
+    PREDICTIONS_CAP_BYTES,
+    Environment,
+    ExecResult,
+    Limits,
+    Sandbox,
+    requirement_names,
+)
+from pytest_weirdml.sandbox._output import CappedOutput
+
+SANDBOX_ROOT = "/sandbox"
+FILE_SIZE_LIMIT = 1 << 30
+TMPFS_BYTES = 1 << 30
+
+
+class NotIsolatedWarning(UserWarning):
+    """The local sandbox runs scripts as plain subprocesses, without isolation."""
+
+
+def bwrap_works(bwrap: str | None = None) -> tuple[bool, str]:
+    """Whether bubblewrap can make a sandbox here, and if not, why."""
+    bwrap = bwrap or shutil.which("bwrap")
+    if bwrap is None:
+        return False, "bubblewrap (bwrap) is not installed; apt-get install bubblewrap"
+    probe = [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"]
+    try:
+        proc = subprocess.run(probe, capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"bwrap failed to start: {exc}"
+    if proc.returncode != 0:
+        return False, f"bwrap cannot create namespaces here: {proc.stderr.decode(errors='replace').strip()}"
+    return True, ""
+
+
+class LocalSandbox(Sandbox):
+    name = "local"
+
+    def __init__(self, python: str | None = None, *, isolate: bool | None = None, workroot: Path | None = None):
+        self.python = python or sys.executable
+        self.workroot = workroot
+        ok, why = bwrap_works()
+        if isolate and not ok:
+            raise SandboxError(f"isolation was requested but {why}")
+        self.isolated = ok if isolate is None else isolate
+        self.why_not_isolated = why
+        if not self.isolated:
+            warnings.warn(
+                f"the local sandbox is NOT isolated ({why or 'isolation turned off'}): scripts run as plain "
+                "subprocesses that can read your files and reach the network; use --weirdml-sandbox=docker "
+                "or install bubblewrap",
+                NotIsolatedWarning,
+                stacklevel=2,
+            )
+        self._binds = self._interpreter_paths() if self.isolated else []
+        self._environment: Environment | None = None
+
+    def _interpreter_paths(self) -> list[str]:
+        """The directories the interpreter needs (venv and base installation), outside /usr."""
+        probe = "import json,os,sys;print(json.dumps([sys.prefix,sys.base_prefix,os.path.realpath(sys.executable)]))"
+        try:
+            out = subprocess.run([self.python, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise SandboxError(f"the sandbox interpreter {self.python} does not run: {exc}") from exc
+        prefix, base, real = json.loads(out.stdout)
+        paths = {os.path.realpath(prefix), os.path.realpath(base), os.path.dirname(os.path.dirname(real))}
+        return sorted(p for p in paths if not p.startswith("/usr/"))
+
+    # The command and its surroundings -----------------------------------------------------------
+
+    def _env(self, home: str, gpu: str | None) -> dict[str, str]:
+        return {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": home,
+            "TMPDIR": home,
+            "USER": "sandbox",
+            "LOGNAME": "sandbox",
+            "LANG": "C.UTF-8",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "MPLBACKEND": "Agg",
+            "CUDA_VISIBLE_DEVICES": gpu or "",
+        }
+
+    def _bwrap_command(self, work: Path, data_dir: Path, gpu: str | None) -> list[str]:
+        cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr"]
+        for name in ("bin", "lib", "lib64", "sbin"):
+            path = Path("/") / name
+            if path.is_symlink():
+                cmd += ["--symlink", os.readlink(path), str(path)]
+            elif path.is_dir():
+                cmd += ["--ro-bind", str(path), str(path)]
+        for etc in ("/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives"):
+            if os.path.exists(etc):
+                cmd += ["--ro-bind", etc, etc]
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp"]
+        for path in self._binds:
+            cmd += ["--ro-bind", path, path]
+        if gpu is not None:
+            cmd += ["--ro-bind", "/sys", "/sys"]
+            for dev in sorted(Path("/dev").glob("nvidia*")):
+                cmd += ["--dev-bind", str(dev), str(dev)]
+        cmd += ["--bind", str(work), SANDBOX_ROOT, "--ro-bind", str(data_dir), f"{SANDBOX_ROOT}/data"]
+        cmd += ["--chdir", SANDBOX_ROOT, "--unshare-user", "--uid", "65534", "--gid", "65534"]
+        cmd += ["--clearenv"]
+        for key, value in self._env("/tmp", gpu).items():
+            cmd += ["--setenv", key, value]
+        return [*cmd, self.python, "-s", "solution.py"]
+
+    @staticmethod
+    def _limiter(limits: Limits, *, count_user_processes: bool, cap_address_space: bool) -> Callable[[], None]:
+        def apply() -> None:
+            if cap_address_space:
+                resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            if count_user_processes:
+                # RLIMIT_NPROC counts every process of the real user, so leave room for theirs.
+                mine = sum(1 for p in Path("/proc").iterdir() if p.name.isdigit() and _owned(p))
+                cap = mine + limits.max_processes
+                resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
+
+        return apply
+
+    # Running ------------------------------------------------------------------------------------
+
+    def run(self, code: str, data_dir: Path, limits: Limits, gpu: str | None = None) -> ExecResult:
+        work = Path(tempfile.mkdtemp(prefix="weirdml-", dir=self.workroot))
+        try:
+            return self._run_in(work, code, data_dir, limits, gpu)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def _run_in(self, work: Path, code: str, data_dir: Path, limits: Limits, gpu: str | None) -> ExecResult:
+        (work / "solution.py").write_text(code, encoding="utf-8")
+        (work / "results").mkdir()
+        (work / "data").mkdir()
+        if self.isolated:
+            cmd, env = self._bwrap_command(work, data_dir, gpu), {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        else:
+            _link_tree(data_dir, work / "data")
+            (work / "data").chmod(0o555)
+            (work / ".home").mkdir()
+            cmd, env = [self.python, "-s", "solution.py"], self._env(str(work / ".home"), gpu)
+        read_fd, write_fd = os.pipe()
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                cwd=work,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
+                start_new_session=True,
+                # CUDA reserves far more address space than it uses, so RLIMIT_AS would break it.
+                preexec_fn=self._limiter(limits, count_user_processes=os.getuid() != 0, cap_address_space=gpu is None),
+            )
+        except OSError as exc:
+            os.close(read_fd)
+            raise SandboxError(f"could not start the sandbox ({cmd[0]}): {exc}") from exc
+        finally:
+            os.close(write_fd)
+        output = CappedOutput(read_fd, limits.output_bytes)
+        timed_out = False
+        try:
+            proc.wait(timeout=limits.time_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            # Whatever the script left behind dies with it: the whole session, at once.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        duration = time.monotonic() - start
+        text = output.finish()
+        notes = []
+        if timed_out:
+            notes.append(f"killed after the time limit of {limits.time_s:g} s")
+        if output.total > limits.output_bytes:
+            notes.append(f"output was {output.total} bytes; kept the first and last {limits.output_bytes // 2}")
+        return ExecResult(
+            exit_code=None if timed_out else proc.returncode,
+            timed_out=timed_out,
+            duration_s=duration,
+            output=text,
+            output_bytes=output.total,
+            predictions=_read_capped(work / "results" / "test_preds.txt"),
+            notes=tuple(notes),
+        )
+
+    def environment(self) -> Environment:
+        """Package versions as the sandbox's own interpreter reports them (cached)."""
+        if self._environment is None:
+            self._environment = probe_environment(self)
+        return self._environment
+
+
+def probe_environment(sandbox: Sandbox) -> Environment:
+    """Run a probe script inside ``sandbox`` and read the versions of the announced packages."""
+    names = requirement_names()
+    script = (
+        "import json, platform, importlib.metadata as md\n"
+        f"names = {names!r}\n"
+        "found = {}\n"
+        "for n in names:\n"
+        "    try:\n"
+        "        found[n] = md.version(n)\n"
+        "    except md.PackageNotFoundError:\n"
+        "        pass\n"
+        "print('WEIRDML-ENV ' + json.dumps({'python': platform.python_version(), 'packages': found}))\n"
+    )
+    with tempfile.TemporaryDirectory() as empty:
+        result = sandbox.run(script, Path(empty), Limits(time_s=120))
+    for line in result.output.splitlines():
+        if line.startswith("WEIRDML-ENV "):
+            raw = json.loads(line.removeprefix("WEIRDML-ENV "))
+            return Environment(python=raw["python"], packages=raw["packages"], device=_device_text())
+    raise SandboxError(f"the {sandbox.name} sandbox could not run a probe script: {result.output[-2000:]}")
+
+
+def _device_text() -> str:
+    return f"CPU only ({os.cpu_count()} cores), no GPU"
+
+
+def _owned(proc_dir: Path) -> bool:
+    try:
+        return proc_dir.stat().st_uid == os.getuid()
+    except OSError:
+        return False
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """Give the script the public files: hard links where possible (no copy), else copies."""
+    for path in src.iterdir():
+        target = dst / path.name
+        try:
+            os.link(path, target)
+        except OSError:
+            shutil.copy2(path, target)
+
+
+def _read_capped(path: Path) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(PREDICTIONS_CAP_BYTES + 1)
+    except OSError:
+        return None

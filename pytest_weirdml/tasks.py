@@ -1,0 +1,266 @@
+"""A task: its spec (``task.toml``), its data (built once, cached) and its scoring.
+
+A task directory holds ``task.toml``, ``prompt.md``, a data builder (``data.py`` unless
+``[data] builder`` names another file) and usually ``reference.py``. The builder is a
+function ``build(out: Path, seed: int, **params) -> numpy.ndarray`` that writes exactly the
+task's public files into ``out`` and returns the hidden answers. The answers are stored
+beside, never inside, the public directory that a sandbox gets to see.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import shutil
+import sys
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+from filelock import FileLock
+
+from pytest_weirdml.errors import DataUnavailable, TaskError
+
+TASK_FILE = "task.toml"
+PROMPT_FILE = "prompt.md"
+REFERENCE_FILE = "reference.py"
+PREDICTIONS_FILE = "results/test_preds.txt"
+DEFAULT_TIME_LIMIT_S = 120.0
+DEFAULT_ITERATIONS = 5
+
+_KEYS = {
+    "name",
+    "description",
+    "markers",
+    "metric",
+    "time_limit_s",
+    "iterations",
+    "seed",
+    "data_version",
+    "public_files",
+    "data",
+}
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything ``task.toml`` and ``prompt.md`` say about a task."""
+
+    name: str
+    directory: Path
+    description: str
+    prompt: str
+    public_files: tuple[str, ...]
+    markers: tuple[str, ...] = ()
+    metric: str = "accuracy"
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
+    iterations: int = DEFAULT_ITERATIONS
+    seed: int = 0
+    data_version: int = 1
+    builder: Path = Path("data.py")
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def reference_path(self) -> Path:
+        return self.directory / REFERENCE_FILE
+
+    def data_key(self) -> str:
+        """Cache key: changes with the data version, the seed, the params or the builder."""
+        digest = hashlib.sha256(self.builder.read_bytes())
+        digest.update(json.dumps(dict(self.params), sort_keys=True).encode())
+        return f"v{self.data_version}-seed{self.seed}-{digest.hexdigest()[:12]}"
+
+
+def _fail(path: Path, problem: str) -> TaskError:
+    return TaskError(f"{path}: {problem}")
+
+
+def _typed(path: Path, raw: Mapping[str, Any], key: str, kind: type | tuple[type, ...], default: Any) -> Any:
+    value = raw.get(key, default)
+    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise _fail(path, f"'{key}' must be {names}, got {value!r}")
+    return value
+
+
+def _str_list(path: Path, raw: Mapping[str, Any], key: str, *, required: bool) -> tuple[str, ...]:
+    if required and key not in raw:
+        raise _fail(path, f"missing '{key}': list the files the data builder writes")
+    value = raw.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise _fail(path, f"'{key}' must be a list of non-empty strings, got {value!r}")
+    return tuple(value)
+
+
+def load_task(directory: Path) -> TaskSpec:
+    """Read and check a task directory; raise ``TaskError`` naming the file and the problem."""
+    directory = directory.resolve()
+    toml_path = directory / TASK_FILE
+    try:
+        raw = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise _fail(toml_path, "not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise _fail(toml_path, f"invalid TOML: {exc}") from None
+    unknown = sorted(set(raw) - _KEYS)
+    if unknown:
+        raise _fail(toml_path, f"unknown keys {unknown}; known keys are {sorted(_KEYS)}")
+    name = _typed(toml_path, raw, "name", str, directory.name)
+    if name != directory.name:
+        raise _fail(toml_path, f"name '{name}' differs from the directory name '{directory.name}'")
+    metric = _typed(toml_path, raw, "metric", str, "accuracy")
+    if metric != "accuracy":
+        raise _fail(toml_path, f"metric '{metric}' is not supported; use 'accuracy'")
+    time_limit = float(_typed(toml_path, raw, "time_limit_s", (int, float), DEFAULT_TIME_LIMIT_S))
+    iterations = _typed(toml_path, raw, "iterations", int, DEFAULT_ITERATIONS)
+    if time_limit <= 0 or iterations < 1:
+        raise _fail(toml_path, "'time_limit_s' must be > 0 and 'iterations' >= 1")
+    data = _typed(toml_path, raw, "data", dict, {})
+    if set(data) - {"builder", "params"}:
+        raise _fail(toml_path, f"unknown keys in [data]: {sorted(set(data) - {'builder', 'params'})}")
+    builder = (directory / _typed(toml_path, data, "builder", str, "data.py")).resolve()
+    params = _typed(toml_path, data, "params", dict, {})
+    if not builder.is_file():
+        raise _fail(builder, "data builder not found (set [data] builder in task.toml)")
+    prompt_path = directory / PROMPT_FILE
+    if not prompt_path.is_file():
+        raise _fail(prompt_path, "not found: every task needs the prompt shown to the model")
+    prompt = prompt_path.read_text(encoding="utf-8")
+    if not prompt.strip():
+        raise _fail(prompt_path, "is empty")
+    return TaskSpec(
+        name=name,
+        directory=directory,
+        description=_typed(toml_path, raw, "description", str, ""),
+        prompt=prompt,
+        public_files=_str_list(toml_path, raw, "public_files", required=True),
+        markers=_str_list(toml_path, raw, "markers", required=False),
+        metric=metric,
+        time_limit_s=time_limit,
+        iterations=iterations,
+        seed=_typed(toml_path, raw, "seed", int, 0),
+        data_version=_typed(toml_path, raw, "data_version", int, 1),
+        builder=builder,
+        params=params,
+    )
+
+
+def load_builder(spec: TaskSpec) -> Callable[..., np.ndarray]:
+    """Import the task's builder module and return its ``build`` function."""
+    module_name = f"_weirdml_builder_{spec.name}_{spec.builder.stem}"
+    module = sys.modules.get(module_name)
+    if module is None:
+        module = _import_file(module_name, spec.builder)
+    build = getattr(module, "build", None)
+    if not callable(build):
+        raise _fail(spec.builder, "defines no function build(out, seed, **params)")
+    return build  # type: ignore[no-any-return]
+
+
+def _import_file(module_name: str, path: Path) -> ModuleType:
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as exc:
+        raise _fail(path, f"import failed: {type(exc).__name__}: {exc}") from exc
+    sys.modules[module_name] = module
+    return module
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """A built data set: a public directory for the sandbox and the hidden answers."""
+
+    root: Path
+
+    @property
+    def public_dir(self) -> Path:
+        return self.root / "public"
+
+    @property
+    def answers_path(self) -> Path:
+        return self.root / "hidden" / "answers.npy"
+
+    def answers(self) -> np.ndarray:
+        return np.load(self.answers_path, allow_pickle=False)
+
+
+def build_data(spec: TaskSpec, cache_root: Path) -> TaskData:
+    """Return the task's data, building it once per key; safe across processes."""
+    task_cache = cache_root / spec.name
+    task_cache.mkdir(parents=True, exist_ok=True)
+    final = task_cache / spec.data_key()
+    if final.is_dir():
+        return TaskData(final)
+    with FileLock(str(final) + ".lock"):
+        if final.is_dir():
+            return TaskData(final)
+        staging = task_cache / f".{final.name}.tmp-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            _build_into(spec, staging)
+            os.rename(staging, final)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return TaskData(final)
+
+
+def _build_into(spec: TaskSpec, root: Path) -> None:
+    public, hidden = root / "public", root / "hidden"
+    public.mkdir(parents=True)
+    hidden.mkdir(mode=0o700)
+    build = load_builder(spec)
+    try:
+        answers = build(public, spec.seed, **spec.params)
+    except DataUnavailable:
+        raise
+    except Exception as exc:
+        raise _fail(spec.builder, f"build() raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(answers, np.ndarray) or not np.issubdtype(answers.dtype, np.integer):
+        raise _fail(spec.builder, f"build() must return an integer numpy array, got {type(answers).__name__}")
+    written = sorted(p.name for p in public.iterdir())
+    if written != sorted(spec.public_files):
+        raise _fail(spec.builder, f"build() wrote {written}, but task.toml public_files lists {sorted(spec.public_files)}")
+    np.save(hidden / "answers.npy", answers, allow_pickle=False)
+    # Public files are read-only for everyone; the hidden directory is for the owner alone.
+    for path in public.iterdir():
+        path.chmod(0o444)
+    public.chmod(0o555)
+    root.chmod(0o755)
+
+
+@dataclass(frozen=True)
+class Score:
+    """An iteration's accuracy, and why it is zero when the predictions are unusable."""
+
+    accuracy: float
+    zero_reason: str | None = None
+
+
+def score_predictions(content: bytes | None, answers: np.ndarray, *, cap: int | None = None) -> Score:
+    """Accuracy over the flattened arrays; a missing or malformed file scores 0 with a reason."""
+    if content is None:
+        return Score(0.0, f"no predictions: {PREDICTIONS_FILE} was not written")
+    if cap is not None and len(content) > cap:
+        return Score(0.0, f"malformed predictions: {PREDICTIONS_FILE} is larger than {cap} bytes")
+    try:
+        preds = np.loadtxt(io.BytesIO(content), dtype=np.float64, ndmin=1)
+    except (ValueError, OSError) as exc:
+        return Score(0.0, f"malformed predictions in {PREDICTIONS_FILE}: {str(exc)[:200]}")
+    # Scores are computed on flattened arrays, so any layout with the right count is accepted.
+    if preds.size != answers.size:
+        return Score(0.0, f"wrong shape: predictions {preds.shape}, expected {answers.shape}")
+    flat = preds.reshape(-1)
+    if not np.all(np.isfinite(flat)) or not np.all(flat == np.round(flat)):
+        return Score(0.0, f"malformed predictions in {PREDICTIONS_FILE}: values must be integers")
+    accuracy = float(np.mean(flat.astype(np.int64) == answers.reshape(-1)))
+    return Score(accuracy, None)
