@@ -59,10 +59,10 @@ class TaskModule(pytest.Module):
     def istestclass(self, obj: object, name: str) -> bool:
         return False
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
         if isinstance(excinfo.value, TaskError):
             return f"broken task: {excinfo.value}"
-        return super().repr_failure(excinfo, style)
+        return super().repr_failure(excinfo)
 
 
 def _registered(config: pytest.Config) -> set[str]:
@@ -72,7 +72,7 @@ def _registered(config: pytest.Config) -> set[str]:
 def collect_task(file_path: Any, parent: pytest.Collector) -> TaskModule | None:
     if file_path.name != TASK_FILE:
         return None
-    return TaskModule.from_parent(parent, path=file_path)  # type: ignore[no-any-return]
+    return TaskModule.from_parent(parent, path=file_path)
 
 
 def task_of(item: pytest.Item) -> TaskSpec | None:

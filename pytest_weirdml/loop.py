@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from pytest_weirdml.extract import HEAD_CHARS, TAIL_CHARS, extract_code, truncate_output
@@ -97,7 +97,7 @@ class LoopSettings:
 
     iterations: int | None = None
     time_limit_s: float | None = None
-    limits: Limits = Limits()
+    limits: Limits = field(default_factory=Limits)
     gpu: str | None = None
     session: str = ""
 

@@ -11,6 +11,7 @@ from pytest_weirdml import config as config_mod
 from pytest_weirdml import fixtures, hookspecs
 from pytest_weirdml.fixtures import SETTINGS_KEY, cases
 from pytest_weirdml.items import MARKER, collect_task
+from pytest_weirdml.tasks import TASK_FILE
 from pytest_weirdml.report.collector import ResultsCollector
 
 SESSION_INPUT = "weirdml_session"
@@ -31,12 +32,30 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS_KEY] = settings
     config.addinivalue_line("markers", f"{MARKER}: an item collected from a WeirdML task directory")
     config.pluginmanager.register(fixtures, "weirdml-fixtures")
+    config.pluginmanager.register(BrokenTasks(), "weirdml-broken-tasks")
     if workerinput is None:
         config.pluginmanager.register(ResultsCollector(settings), "weirdml-results")
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     return collect_task(file_path, parent)
+
+
+class BrokenTasks:
+    """A broken task directory errors alone: when broken tasks are the only collection failures,
+    the other items still run (the session still exits non-zero)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed and report.nodeid.endswith(TASK_FILE):
+            self.count += 1
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        if session.testsfailed and session.testsfailed == self.count:
+            session.config.option.continue_on_collection_errors = True
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -1,9 +1,15 @@
 """Aggregation as the published benchmark does it, with bootstrap intervals.
 
 Run score = max over iterations; task score = mean over runs; overall = unweighted mean over
-tasks. Uncertainty: resample runs with replacement within each task, recompute the statistic;
-the 95% interval is the 2.5th-97.5th percentile of the resampled values and the standard error
-their standard deviation.
+tasks. Uncertainty: resample runs with replacement within each task (a stratified bootstrap:
+every task keeps its number of runs), recompute the statistic; the 95% interval is the
+2.5th-97.5th percentile of the resampled values (scipy's ``method="percentile"``) and the
+standard error their standard deviation (``ddof=1``, as scipy reports it).
+
+All tasks are resampled in one draw: the per-run values are padded into a (task, run) array,
+each resample becomes a vector of counts per run, and a batched matrix product gives every
+task's resampled mean at once. Per-run values may be vectors (best-so-far accuracy after each
+iteration), so the progression curve shares the resamples of the overall score.
 """
 
 from __future__ import annotations
@@ -12,38 +18,157 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
+
+CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
 class Estimate:
+    """A point estimate with its bootstrap interval and standard error, over ``n`` runs."""
+
     mean: float
     low: float
     high: float
     se: float
     n: int
 
+    def as_dict(self) -> dict[str, float | int]:
+        return {"mean": self.mean, "ci_low": self.low, "ci_high": self.high, "se": self.se, "n": self.n}
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """Every task's mean on the data and on each resample, for each column of the run values.
+
+    ``point`` is (tasks, columns); ``resampled`` is (tasks, resamples, columns); ``runs`` the
+    number of runs per task.
+    """
+
+    tasks: tuple[str, ...]
+    point: npt.NDArray[np.float64]
+    resampled: npt.NDArray[np.float64]
+    runs: npt.NDArray[np.int64]
+
+    def task(self, name: str, column: int = -1) -> Estimate:
+        row = self.tasks.index(name)
+        return _estimate(self.point[row, column], self.resampled[row, :, column], int(self.runs[row]))
+
+    def task_estimates(self, column: int = -1) -> dict[str, Estimate]:
+        """``task`` for every task, with one percentile call over all of them."""
+        tail = (1.0 - CONFIDENCE) / 2 * 100
+        values = self.resampled[:, :, column]
+        lows, highs = np.percentile(values, [tail, 100 - tail], axis=1)
+        ses = values.std(axis=1, ddof=1) if values.shape[1] > 1 else np.zeros(len(self.tasks))
+        return {
+            name: Estimate(float(self.point[i, column]), float(lows[i]), float(highs[i]), float(ses[i]), int(n))
+            for i, (name, n) in enumerate(zip(self.tasks, self.runs, strict=True))
+        }
+
+    def overall(self, column: int = -1) -> Estimate:
+        """The unweighted mean over tasks, with the interval of its resampled values."""
+        return _estimate(
+            self.point[:, column].mean(), self.resampled[:, :, column].mean(axis=0), int(self.runs.sum())
+        )
+
+    def columns(self) -> list[Estimate]:
+        """``overall`` for every column (for best-so-far values: after iteration 1, 2, ...)."""
+        return [self.overall(k) for k in range(self.point.shape[1])]
+
+
+def _estimate(point: float, resampled: npt.NDArray[np.float64], n: int) -> Estimate:
+    tail = (1.0 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(resampled, [tail, 100 - tail])
+    se = float(resampled.std(ddof=1)) if resampled.size > 1 else 0.0
+    return Estimate(float(point), float(low), float(high), se, n)
+
+
+def bootstrap(
+    values_by_task: Mapping[str, Sequence[float] | Sequence[Sequence[float]] | npt.ArrayLike],
+    *,
+    resamples: int = 10_000,
+    seed: int | None = 0,
+) -> Bootstrap:
+    """Resample runs within each task; each task maps to per-run values, (runs,) or (runs, columns).
+
+    Tasks without runs are left out. Raises ``ValueError`` when no task has a run, or when the
+    tasks' values have different numbers of columns.
+    """
+    names: list[str] = []
+    arrays: list[npt.NDArray[np.float64]] = []
+    for name, raw in values_by_task.items():
+        arr = np.asarray(raw, dtype=np.float64)
+        if arr.size == 0:
+            continue
+        names.append(name)
+        arrays.append(arr.reshape(arr.shape[0], -1))
+    if not arrays:
+        raise ValueError("no scores to aggregate")
+    columns = {a.shape[1] for a in arrays}
+    if len(columns) != 1:
+        raise ValueError(f"every task needs the same number of columns per run, got {sorted(columns)}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
+    n_tasks, n_cols = len(arrays), columns.pop()
+    runs = np.array([a.shape[0] for a in arrays], dtype=np.int64)
+    width = int(runs.max())
+    padded = np.zeros((n_tasks, width, n_cols))
+    for row, arr in enumerate(arrays):
+        padded[row, : arr.shape[0]] = arr
+    point = padded.sum(axis=1) / runs[:, None]
+
+    rng = np.random.default_rng(seed)
+    # Draw `width` picks per (task, resample), one array operation per distinct run count
+    # (a scalar bound draws several times faster than a per-task one); a task with fewer runs
+    # uses only its first n_t draws, the rest get a weight of 0.
+    picks = np.empty((n_tasks, resamples, width), dtype=np.int64)
+    for count in np.unique(runs):
+        rows = np.flatnonzero(runs == count)
+        picks[rows] = rng.integers(0, count, size=(rows.size, resamples, width), dtype=np.int64)
+    picks += (np.arange(n_tasks * resamples, dtype=np.int64) * width).reshape(n_tasks, resamples, 1)
+    size = n_tasks * resamples * width
+    if np.all(runs == width):
+        counts = np.bincount(picks.ravel(), minlength=size).astype(np.float64)
+    else:
+        used = np.broadcast_to(np.arange(width)[None, None, :] < runs[:, None, None], picks.shape)
+        counts = np.bincount(picks.ravel(), weights=used.ravel().astype(np.float64), minlength=size)
+    counts = counts.reshape(n_tasks, resamples, width)
+    resampled = np.matmul(counts, padded) / runs[:, None, None]
+    return Bootstrap(tuple(names), point, resampled, runs)
+
 
 def bootstrap_overall(
-    scores_by_task: Mapping[str, Sequence[float]], *, resamples: int = 10_000, seed: int = 0
+    scores_by_task: Mapping[str, Sequence[float]], *, resamples: int = 10_000, seed: int | None = 0
 ) -> Estimate:
     """Mean over tasks of the mean run score, with a bootstrap over runs within each task."""
-    tasks = [np.asarray(v, dtype=np.float64) for v in scores_by_task.values() if len(v)]
-    if not tasks:
-        raise ValueError("no scores to aggregate")
-    rng = np.random.default_rng(seed)
-    means = np.empty((len(tasks), resamples))
-    for row, scores in enumerate(tasks):
-        picks = rng.integers(0, scores.size, size=(resamples, scores.size))
-        means[row] = scores[picks].mean(axis=1)
-    overall = means.mean(axis=0)
-    point = float(np.mean([scores.mean() for scores in tasks]))
-    low, high = np.percentile(overall, [2.5, 97.5])
-    return Estimate(point, float(low), float(high), float(overall.std(ddof=1)), sum(t.size for t in tasks))
+    return bootstrap(scores_by_task, resamples=resamples, seed=seed).overall()
 
 
-def bootstrap_mean(scores: Sequence[float], *, resamples: int = 10_000, seed: int = 0) -> Estimate:
+def bootstrap_mean(scores: Sequence[float], *, resamples: int = 10_000, seed: int | None = 0) -> Estimate:
     """Mean of one task's run scores with its bootstrap interval."""
     return bootstrap_overall({"task": scores}, resamples=resamples, seed=seed)
+
+
+def best_so_far(scores: Sequence[float], iterations: int) -> list[float]:
+    """Best accuracy after iteration 1..``iterations``; a run that stopped early keeps its best."""
+    best = np.maximum.accumulate(np.asarray(scores, dtype=np.float64)) if len(scores) else np.zeros(1)
+    out = np.full(iterations, best[-1])
+    out[: min(iterations, best.size)] = best[:iterations]
+    return [float(x) for x in out]
+
+
+def failure_rate(zero_reasons: Sequence[str | None]) -> float | None:
+    """Share of submissions without usable predictions (crash, timeout, no code, bad file)."""
+    return sum(reason is not None for reason in zero_reasons) / len(zero_reasons) if zero_reasons else None
+
+
+def percentiles(values: Sequence[float], qs: Sequence[float]) -> list[float] | None:
+    """numpy's linear-interpolation percentiles (what the published code-length columns use)."""
+    return [float(x) for x in np.percentile(np.asarray(values, dtype=np.float64), qs)] if len(values) else None
+
+
+def mean(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if len(values) else None
 
 
 def median(values: Sequence[float]) -> float | None:

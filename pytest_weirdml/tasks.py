@@ -84,7 +84,7 @@ def _fail(path: Path, problem: str) -> TaskError:
 
 def _typed(path: Path, raw: Mapping[str, Any], key: str, kind: type | tuple[type, ...], default: Any) -> Any:
     value = raw.get(key, default)
-    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+    if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         raise _fail(path, f"'{key}' must be {names}, got {value!r}")
     return value
@@ -161,7 +161,7 @@ def load_builder(spec: TaskSpec) -> Callable[..., np.ndarray]:
     build = getattr(module, "build", None)
     if not callable(build):
         raise _fail(spec.builder, "defines no function build(out, seed, **params)")
-    return build  # type: ignore[no-any-return]
+    return build
 
 
 def _import_file(module_name: str, path: Path) -> ModuleType:
@@ -229,7 +229,9 @@ def _build_into(spec: TaskSpec, root: Path) -> None:
         raise _fail(spec.builder, f"build() must return an integer numpy array, got {type(answers).__name__}")
     written = sorted(p.name for p in public.iterdir())
     if written != sorted(spec.public_files):
-        raise _fail(spec.builder, f"build() wrote {written}, but task.toml public_files lists {sorted(spec.public_files)}")
+        raise _fail(
+            spec.builder, f"build() wrote {written}, but task.toml public_files lists {sorted(spec.public_files)}"
+        )
     np.save(hidden / "answers.npy", answers, allow_pickle=False)
     # Public files are read-only for everyone; the hidden directory is for the owner alone.
     for path in public.iterdir():

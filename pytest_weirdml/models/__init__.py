@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_weirdml.tasks import TaskSpec
+
+if TYPE_CHECKING:
+    from pytest_weirdml.models.catalog import Catalog
 
 Role = Literal["system", "user", "assistant"]
 
@@ -35,12 +39,22 @@ class Request:
 
 @dataclass(frozen=True)
 class Response:
+    """A model's answer and what it cost.
+
+    ``input_tokens`` counts the whole prompt, ``cached_tokens`` the part of it read from the
+    provider's prompt cache; ``output_tokens`` counts everything generated, ``reasoning_tokens``
+    the hidden part of it. ``retries`` lists the failed attempts before this answer, each
+    ``{"attempt", "error", "wait_s"}``.
+    """
+
     text: str
     input_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0
+    cached_tokens: int = 0
     cost_usd: float | None = None
     latency_s: float = 0.0
+    retries: tuple[dict[str, Any], ...] = field(default=())
 
 
 class Model(abc.ABC):
@@ -57,6 +71,13 @@ class Model(abc.ABC):
     @abc.abstractmethod
     def generate(self, request: Request) -> Response: ...
 
+    def identity(self) -> dict[str, Any] | None:
+        """What, besides the conversation, decides this model's answers (the response cache key).
+
+        ``None`` (the default) means the answers are not worth caching.
+        """
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook for clients that hold connections
         """Release connections; the default holds none."""
 
@@ -70,19 +91,40 @@ def register(prefix: str, factory: Factory, usage: str) -> None:
     _FACTORIES[prefix] = (factory, usage)
 
 
-def known_models() -> list[str]:
+def known_models(catalog: Catalog | None = None) -> list[str]:
+    from pytest_weirdml.models.catalog import Catalog
+
     _load_builtin()
-    return [usage for _, usage in _FACTORIES.values()]
+    return [usage for _, usage in _FACTORIES.values()] + (catalog or Catalog.load()).known()
 
 
-def resolve(spec: str) -> Model:
-    """Build the client for a model spec; raise ``ValueError`` naming the known models."""
+def resolve(spec: str, catalog: Catalog | None = None, *, cache: Path | None = None) -> Model:
+    """Build the client for a model spec; raise ``ValueError`` naming the known models.
+
+    Offline models come from the registry; the others (aliases and ``provider:model-id``) from
+    ``catalog`` (the shipped ``models.toml`` when ``None``). A provider client checks its SDK
+    and API key here, so a session fails before any work. With ``cache``, answers of
+    cacheable models are stored in and replayed from that directory.
+    """
+    from pytest_weirdml.models.catalog import Catalog
+
     _load_builtin()
     prefix, _, arg = spec.partition(":")
     entry = _FACTORIES.get(prefix)
-    if entry is None:
-        raise ValueError(f"unknown model '{spec}'; known models: {', '.join(known_models())}")
-    return entry[0](arg)
+    if entry is not None:
+        model = entry[0](arg)
+    else:
+        catalog = catalog or Catalog.load()
+        if not catalog.knows(spec):
+            raise ValueError(f"unknown model '{spec}'; known models: {', '.join(known_models(catalog))}")
+        from pytest_weirdml.models.provider import build
+
+        model = build(catalog.lookup(spec))
+    if cache is not None and model.identity() is not None:
+        from pytest_weirdml.models.cache import CachedModel
+
+        model = CachedModel(model, cache)
+    return model
 
 
 def label(spec: str) -> str:

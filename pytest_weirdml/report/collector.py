@@ -22,7 +22,7 @@ class ResultsCollector:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
-            self.runs.extend(value for name, value in report.user_properties if name == "weirdml")
+            self.runs.extend(value for name, value in report.user_properties if name == "weirdml")  # type: ignore[misc]
         if report.failed and report.when != "call" and MARKER in report.keywords:
             self.errors.append(report.nodeid)
 

@@ -21,7 +21,9 @@ def write_summary(tr: pytest.TerminalReporter, summary: dict[str, Any], where: s
         tr.write_line(f"{'task':<{width}}  {'model':<{mwidth}}  runs  mean    95% CI")
         for model, row in models.items():
             for task, cell in row["tasks"].items():
-                tr.write_line(f"{task:<{width}}  {model:<{mwidth}}  {cell['runs']:>4}  {cell['mean']:.3f}   {_ci(cell)}")
+                tr.write_line(
+                    f"{task:<{width}}  {model:<{mwidth}}  {cell['runs']:>4}  {cell['mean']:.3f}   {_ci(cell)}"
+                )
         tr.write_line("")
     mwidth = max([len("model")] + [len(m) for m in models])
     tr.write_line(f"{'model':<{mwidth}}  tasks  runs  overall  95% CI          SE     failures  median exec")

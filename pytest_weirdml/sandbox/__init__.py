@@ -24,6 +24,8 @@ class Limits:
     memory_bytes: int = 8 << 30
     max_processes: int = 256
     output_bytes: int = OUTPUT_CAP_BYTES
+    # The private /tmp; it is memory too (tmpfs), so it also counts against ``memory_bytes``.
+    tmp_bytes: int = 1 << 30
 
 
 @dataclass(frozen=True)

@@ -2,19 +2,47 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
 
-class CappedOutput:
-    """Reads a pipe to its end in a thread; keeps at most ``cap`` bytes (half head, half tail)."""
+class CappedBuffer:
+    """Keeps at most ``cap`` bytes of what it is fed: the first half and the last half."""
 
-    def __init__(self, fd: int, cap: int) -> None:
-        self._fd = fd
+    def __init__(self, cap: int) -> None:
         self._half = max(cap // 2, 1)
         self._head = bytearray()
         self._tail = bytearray()
         self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self._half - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self._tail += chunk
+            # Trim in batches so a flood costs amortised O(1) per byte, not a copy per chunk.
+            if len(self._tail) > 2 * self._half:
+                del self._tail[: len(self._tail) - self._half]
+
+    def text(self) -> str:
+        tail = bytes(self._tail[-self._half :])
+        kept = len(self._head) + len(tail)
+        text = self._head.decode("utf-8", errors="replace")
+        if self.total > kept:
+            text += f"\n[... {self.total - kept} bytes of output not kept ...]\n"
+        return text + tail.decode("utf-8", errors="replace")
+
+
+class CappedOutput(CappedBuffer):
+    """Reads a pipe to its end in a thread; keeps at most ``cap`` bytes (half head, half tail)."""
+
+    def __init__(self, fd: int, cap: int) -> None:
+        super().__init__(cap)
+        self._fd = fd
         self._thread = threading.Thread(target=self._pump, daemon=True)
         self._thread.start()
 
@@ -26,27 +54,12 @@ class CappedOutput:
                 break
             if not chunk:
                 break
-            self.total += len(chunk)
-            room = self._half - len(self._head)
-            if room > 0:
-                self._head += chunk[:room]
-                chunk = chunk[room:]
-            if chunk:
-                self._tail += chunk
-                if len(self._tail) > 2 * self._half:
-                    del self._tail[: len(self._tail) - self._half]
+            self.feed(chunk)
 
     def finish(self, timeout: float = 5.0) -> str:
         """Wait for the end of the stream (briefly), close the pipe and return the text kept."""
         self._thread.join(timeout)
-        try:
+        with contextlib.suppress(OSError):
             os.close(self._fd)
-        except OSError:
-            pass
         self._thread.join(1.0)
-        tail = bytes(self._tail[-self._half :])
-        kept = len(self._head) + len(tail)
-        text = self._head.decode("utf-8", errors="replace")
-        if self.total > kept:
-            text += f"\n[... {self.total - kept} bytes of output not kept ...]\n"
-        return text + tail.decode("utf-8", errors="replace")
+        return self.text()

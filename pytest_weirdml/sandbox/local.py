@@ -4,6 +4,10 @@ Under bubblewrap the script sees only the system's ``/usr``, the interpreter's p
 working directory (``data/`` bound read-only over it) and private ``/tmp``, ``/proc`` and
 ``/dev``: no network, no host home, no cache holding the hidden answers, no host processes. The
 plain fallback is not isolated (it can read what the user can read) and says so once.
+
+Either way each run gets its own cgroup where the host lets us make one: a hard cap on processes
+and memory, and at the end every process the script started dies, including those that left its
+session. Without writable cgroups the limits fall back to rlimits, with a warning.
 """
 
 from __future__ import annotations
@@ -31,15 +35,19 @@ from pytest_weirdml.sandbox import (
     Sandbox,
     requirement_names,
 )
+from pytest_weirdml.sandbox._cgroup import CgroupUnavailable, RunCgroup, cgroups_usable
 from pytest_weirdml.sandbox._output import CappedOutput
 
 SANDBOX_ROOT = "/sandbox"
 FILE_SIZE_LIMIT = 1 << 30
-TMPFS_BYTES = 1 << 30
 
 
 class NotIsolatedWarning(UserWarning):
     """The local sandbox runs scripts as plain subprocesses, without isolation."""
+
+
+class UnboundedWarning(UserWarning):
+    """No cgroups here: processes and memory are bounded by rlimits only."""
 
 
 def bwrap_works(bwrap: str | None = None) -> tuple[bool, str]:
@@ -76,6 +84,16 @@ class LocalSandbox(Sandbox):
                 NotIsolatedWarning,
                 stacklevel=2,
             )
+        self.cgroups, why_no_cgroups = cgroups_usable()
+        if not self.cgroups:
+            bound = "not bounded at all (RLIMIT_NPROC does not apply to root)" if os.getuid() == 0 else "RLIMIT_NPROC"
+            warnings.warn(
+                f"the local sandbox cannot make cgroups ({why_no_cgroups}): memory is bounded by RLIMIT_AS, "
+                f"processes by {bound}, and a process that leaves the script's session may outlive it; "
+                "run as root with a writable /sys/fs/cgroup, or use --weirdml-sandbox=docker",
+                UnboundedWarning,
+                stacklevel=2,
+            )
         self._binds = self._interpreter_paths() if self.isolated else []
         self._environment: Environment | None = None
 
@@ -106,7 +124,7 @@ class LocalSandbox(Sandbox):
             "CUDA_VISIBLE_DEVICES": gpu or "",
         }
 
-    def _bwrap_command(self, work: Path, data_dir: Path, gpu: str | None) -> list[str]:
+    def _bwrap_command(self, work: Path, data_dir: Path, limits: Limits, gpu: str | None) -> list[str]:
         cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr"]
         for name in ("bin", "lib", "lib64", "sbin"):
             path = Path("/") / name
@@ -117,9 +135,9 @@ class LocalSandbox(Sandbox):
         for etc in ("/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives"):
             if os.path.exists(etc):
                 cmd += ["--ro-bind", etc, etc]
-        cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp"]
-        for path in self._binds:
-            cmd += ["--ro-bind", path, path]
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+        for prefix in self._binds:
+            cmd += ["--ro-bind", prefix, prefix]
         if gpu is not None:
             cmd += ["--ro-bind", "/sys", "/sys"]
             for dev in sorted(Path("/dev").glob("nvidia*")):
@@ -132,8 +150,13 @@ class LocalSandbox(Sandbox):
         return [*cmd, self.python, "-s", "solution.py"]
 
     @staticmethod
-    def _limiter(limits: Limits, *, count_user_processes: bool, cap_address_space: bool) -> Callable[[], None]:
+    def _limiter(
+        limits: Limits, *, cgroup: RunCgroup | None, count_user_processes: bool, cap_address_space: bool
+    ) -> Callable[[], None]:
         def apply() -> None:
+            # Joining before exec means every process the script ever starts is born inside.
+            if cgroup is not None:
+                cgroup.enter()
             if cap_address_space:
                 resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
             resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
@@ -160,12 +183,29 @@ class LocalSandbox(Sandbox):
         (work / "results").mkdir()
         (work / "data").mkdir()
         if self.isolated:
-            cmd, env = self._bwrap_command(work, data_dir, gpu), {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+            cmd = self._bwrap_command(work, data_dir, limits, gpu)
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         else:
             _link_tree(data_dir, work / "data")
             (work / "data").chmod(0o555)
             (work / ".home").mkdir()
             cmd, env = [self.python, "-s", "solution.py"], self._env(str(work / ".home"), gpu)
+        cgroup = None
+        if self.cgroups:
+            try:
+                cgroup = RunCgroup.create(max_processes=limits.max_processes, memory_bytes=limits.memory_bytes)
+            except CgroupUnavailable as exc:
+                raise SandboxError(f"could not create the run's cgroup: {exc}") from exc
+        try:
+            return self._start(work, cmd, env, limits, gpu, cgroup)
+        finally:
+            if cgroup is not None:
+                cgroup.kill_all()
+                cgroup.remove()
+
+    def _start(
+        self, work: Path, cmd: list[str], env: dict[str, str], limits: Limits, gpu: str | None, cgroup: RunCgroup | None
+    ) -> ExecResult:
         read_fd, write_fd = os.pipe()
         start = time.monotonic()
         try:
@@ -177,10 +217,16 @@ class LocalSandbox(Sandbox):
                 stdout=write_fd,
                 stderr=write_fd,
                 start_new_session=True,
-                # CUDA reserves far more address space than it uses, so RLIMIT_AS would break it.
-                preexec_fn=self._limiter(limits, count_user_processes=os.getuid() != 0, cap_address_space=gpu is None),
+                # CUDA reserves far more address space than it uses, so RLIMIT_AS would break it;
+                # a cgroup bounds real memory instead, and counts processes whoever the user is.
+                preexec_fn=self._limiter(
+                    limits,
+                    cgroup=cgroup,
+                    count_user_processes=cgroup is None and os.getuid() != 0,
+                    cap_address_space=cgroup is None and gpu is None,
+                ),
             )
-        except OSError as exc:
+        except (OSError, subprocess.SubprocessError) as exc:
             os.close(read_fd)
             raise SandboxError(f"could not start the sandbox ({cmd[0]}): {exc}") from exc
         finally:
@@ -196,11 +242,16 @@ class LocalSandbox(Sandbox):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+            # And those that left the session: the pipe stays open while any of them holds it.
+            if cgroup is not None:
+                cgroup.kill_all()
         duration = time.monotonic() - start
         text = output.finish()
         notes = []
         if timed_out:
             notes.append(f"killed after the time limit of {limits.time_s:g} s")
+        if cgroup is not None and cgroup.out_of_memory():
+            notes.append(f"a process was killed for going over the memory limit of {limits.memory_bytes >> 20} MiB")
         if output.total > limits.output_bytes:
             notes.append(f"output was {output.total} bytes; kept the first and last {limits.output_bytes // 2}")
         return ExecResult(
