@@ -10,7 +10,9 @@ from helpers import GOOD_SCRIPT, read_jsonl, session_dir, write_replay, write_ti
 
 
 def test_items_are_named_task_model_run(pytester: pytest.Pytester, tiny: Path, base_args: list[str]) -> None:
-    result = pytester.runpytest("--collect-only", "-q", "--weirdml-model=reference,baseline", "--weirdml-runs=2", *base_args)
+    result = pytester.runpytest(
+        "--collect-only", "-q", "--weirdml-model=reference,baseline", "--weirdml-runs=2", *base_args
+    )
     result.stdout.fnmatch_lines(
         [
             "tasks/tiny/task.toml::tiny[[]reference-0]",
@@ -73,7 +75,11 @@ def test_bad_options_are_usage_errors_naming_the_flag(
     ],
 )
 def test_broken_task_is_a_collection_error_for_that_task_only(
-    pytester: pytest.Pytester, tiny: Path, base_args: list[str], breakage, message: str  # type: ignore[no-untyped-def]
+    pytester: pytest.Pytester,
+    tiny: Path,
+    base_args: list[str],
+    breakage,
+    message: str,  # type: ignore[no-untyped-def]
 ) -> None:
     write_tiny_task(pytester.path, "healthy")
     breakage(tiny)
@@ -121,7 +127,9 @@ def test_reference_and_baseline_run_record_and_summarise(
 
 
 def test_fail_under_fails_runs_below_the_threshold(pytester: pytest.Pytester, tiny: Path, base_args: list[str]) -> None:
-    result = pytester.runpytest("--weirdml-model=reference,baseline", "--weirdml-runs=1", "--weirdml-fail-under=0.9", *base_args)
+    result = pytester.runpytest(
+        "--weirdml-model=reference,baseline", "--weirdml-runs=1", "--weirdml-fail-under=0.9", *base_args
+    )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*run score 0.4500 is under --weirdml-fail-under=0.9*"])
 

@@ -1,0 +1,89 @@
+"""Pure pieces of the protocol: code extraction, truncation, task loading, scoring, feedback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import write_tiny_task
+
+from pytest_weirdml.errors import TaskError
+from pytest_weirdml.extract import code_blocks, extract_code, truncate_output
+from pytest_weirdml.loop import feedback_message
+from pytest_weirdml.sandbox import ExecResult
+from pytest_weirdml.tasks import Score, build_data, load_task, score_predictions
+
+
+def test_the_longest_block_is_the_script() -> None:
+    text = "Plan:\n```python\nprint(1)\n```\nand the script\n```\nimport os\nprint(os.getcwd())\n```\nDone."
+    assert code_blocks(text) == ["print(1)\n", "import os\nprint(os.getcwd())\n"]
+    assert extract_code(text) == "import os\nprint(os.getcwd())\n"
+
+
+@pytest.mark.parametrize("text", ["no code at all", "```python\n```", "```python\nnever closed"])
+def test_no_usable_block_is_none(text: str) -> None:
+    assert extract_code(text) is None
+
+
+def test_inline_backticks_do_not_open_a_block() -> None:
+    assert extract_code("use `np.savetxt` here\n```py\nx = 1\n```") == "x = 1\n"
+
+
+def test_truncation_keeps_head_and_tail_beyond_8000_chars() -> None:
+    assert truncate_output("a" * 8000) == "a" * 8000
+    out = truncate_output("h" * 4000 + "m" * 10 + "t" * 4000)
+    assert out.startswith("h" * 4000) and out.endswith("t" * 4000) and "m" not in out
+    assert "[... 10 characters cut ...]" in out
+
+
+def test_scoring_flattens_and_names_each_zero_reason() -> None:
+    answers = np.array([[0, 1, 2], [2, 1, 0]])
+    assert score_predictions(b"0 1 2\n2 1 1\n", answers) == Score(5 / 6)
+    assert score_predictions(b"0\n1\n2\n2\n1\n0\n", answers) == Score(1.0)
+    assert score_predictions(None, answers).zero_reason == "no predictions: results/test_preds.txt was not written"
+    assert score_predictions(b"0 1\n", answers).zero_reason == "wrong shape: predictions (2,), expected (2, 3)"
+    assert score_predictions(b"", answers).zero_reason == "no predictions: results/test_preds.txt is empty"
+    assert score_predictions(b"1 2 3 4 5 nan\n", answers).zero_reason.endswith("values must be integers")
+    assert score_predictions(b"1\n" * 6, answers, cap=4).zero_reason.endswith("larger than 4 bytes")
+
+
+def test_feedback_says_what_is_left_and_why_zero() -> None:
+    result = ExecResult(
+        exit_code=1, timed_out=False, duration_s=2.5, output="Traceback: boom", output_bytes=15, predictions=None
+    )
+    text = feedback_message(2, 5, result, Score(0.0, "the script crashed (exit code 1)"), best=0.42)
+    assert "Submission 2 of 5 scored 0: the script crashed (exit code 1)." in text
+    assert "Traceback: boom" in text and "Best test accuracy so far: 0.4200" in text
+    assert "You have 3 submissions left" in text
+    assert "left" not in feedback_message(5, 5, result, Score(0.9), best=0.9).split("so far")[-1]
+
+
+def test_task_loading_checks_types_and_names(tmp_path: Path) -> None:
+    task = write_tiny_task(tmp_path)
+    spec = load_task(task)
+    assert (spec.name, spec.time_limit_s, spec.iterations, spec.markers) == ("tiny", 20.0, 2, ("toy", "tabular"))
+    (task / "task.toml").write_text((task / "task.toml").read_text().replace("iterations = 2", 'iterations = "2"'))
+    with pytest.raises(TaskError, match="'iterations' must be int"):
+        load_task(task)
+    renamed = task.rename(tmp_path / "tasks" / "renamed")
+    with pytest.raises(TaskError, match="name 'tiny' differs from the directory name 'renamed'"):
+        load_task(renamed)
+
+
+def test_data_is_built_once_and_hidden_answers_stay_private(tmp_path: Path) -> None:
+    spec = load_task(write_tiny_task(tmp_path))
+    first = build_data(spec, tmp_path / "cache")
+    stamp = first.answers_path.stat().st_mtime_ns
+    again = build_data(spec, tmp_path / "cache")
+    assert again.root == first.root and again.answers_path.stat().st_mtime_ns == stamp
+    assert sorted(p.name for p in first.public_dir.iterdir()) == ["test_x.npy", "train_x.npy", "train_y.npy"]
+    assert first.answers_path.parent.stat().st_mode & 0o077 == 0
+    assert first.answers().shape == (100,)
+
+
+def test_builder_that_writes_other_files_is_a_task_error(tmp_path: Path) -> None:
+    task = write_tiny_task(tmp_path)
+    (task / "data.py").write_text((task / "data.py").read_text().replace('"test_x.npy"', '"test.npy"'))
+    with pytest.raises(TaskError, match=r"wrote \['test.npy', 'train_x.npy', 'train_y.npy'\]"):
+        build_data(load_task(task), tmp_path / "cache")
