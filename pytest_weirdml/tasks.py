@@ -154,7 +154,9 @@ def load_task(directory: Path) -> TaskSpec:
 
 def load_builder(spec: TaskSpec) -> Callable[..., np.ndarray]:
     """Import the task's builder module and return its ``build`` function."""
-    module_name = f"_weirdml_builder_{spec.name}_{spec.builder.stem}"
+    # Keyed by content, so an edited builder is imported afresh in a long-lived process.
+    digest = hashlib.sha256(spec.builder.read_bytes()).hexdigest()[:16]
+    module_name = f"_weirdml_builder_{spec.name}_{digest}"
     module = sys.modules.get(module_name)
     if module is None:
         module = _import_file(module_name, spec.builder)
@@ -254,6 +256,8 @@ def score_predictions(content: bytes | None, answers: np.ndarray, *, cap: int | 
         return Score(0.0, f"no predictions: {PREDICTIONS_FILE} was not written")
     if cap is not None and len(content) > cap:
         return Score(0.0, f"malformed predictions: {PREDICTIONS_FILE} is larger than {cap} bytes")
+    if not content.strip():
+        return Score(0.0, f"no predictions: {PREDICTIONS_FILE} is empty")
     try:
         preds = np.loadtxt(io.BytesIO(content), dtype=np.float64, ndmin=1)
     except (ValueError, OSError) as exc:
