@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from pytest_weirdml import models
+from pytest_weirdml.models import Catalog
 
-SANDBOXES = ("local",)
+SANDBOXES = ("auto", "docker", "local")
 
 
 def _positive_int(flag: str, *, allow_zero: bool = False):  # type: ignore[no-untyped-def]
@@ -69,8 +70,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="weirdml_models",
         default=[],
         metavar="NAME[,NAME]",
-        help="model(s) to benchmark, comma-separated or repeated: reference, baseline, replay:PATH. "
-        "Default: none (task items are skipped).",
+        help="model(s) to benchmark, comma-separated or repeated: reference, baseline, replay:PATH, "
+        "an alias from the models config (claude, gpt, gemini, ...) or PROVIDER:MODEL-ID with PROVIDER "
+        "one of anthropic, openai, google, openai-compatible. Default: none (task items are skipped).",
     )
     group.addoption(
         "--weirdml-runs",
@@ -101,8 +103,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="weirdml_sandbox",
         choices=SANDBOXES,
         default=None,
-        help="where scripts run: local = bubblewrap, or a plain subprocess with a warning when "
-        "bubblewrap is missing (default: local, or ini weirdml_sandbox).",
+        help="where scripts run: docker = a container from the sandbox image; local = bubblewrap, or a "
+        "plain subprocess with a warning when bubblewrap is missing; auto = docker when a daemon and the "
+        "image are there, else local with a warning (default: local, or ini weirdml_sandbox).",
+    )
+    group.addoption(
+        "--weirdml-build-image",
+        dest="weirdml_build_image",
+        action="store_true",
+        default=False,
+        help="build the docker sandbox's image before the session unless it is built already; the same "
+        "as `python -m pytest_weirdml.sandbox.image build` (default: off).",
     )
     group.addoption(
         "--weirdml-python",
@@ -152,6 +163,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="N",
         help="bootstrap resamples for the confidence intervals (default: 10000).",
     )
+    group.addoption(
+        "--weirdml-base-url",
+        dest="weirdml_base_url",
+        default=None,
+        metavar="URL",
+        help="server of every API model in the session, e.g. http://127.0.0.1:8000/v1 for "
+        "openai-compatible:MODEL (default: base_url from the models config, else the provider's).",
+    )
+    group.addoption(
+        "--weirdml-cache",
+        dest="weirdml_cache",
+        action="store_true",
+        default=False,
+        help="store API answers on disk keyed by (model, settings, conversation, run) and replay them "
+        "on a re-run instead of calling the API (default: off).",
+    )
+    group.addoption(
+        "--weirdml-cache-dir",
+        dest="weirdml_cache_dir",
+        default=None,
+        metavar="DIR",
+        help="where --weirdml-cache keeps answers (default: $XDG_CACHE_HOME/pytest-weirdml/responses).",
+    )
+    group.addoption(
+        "--weirdml-leaderboard",
+        dest="weirdml_leaderboard",
+        default=None,
+        metavar="PATH",
+        help="a published WeirdML results CSV (leaderboard.csv) whose rows the HTML report draws beside "
+        "this session's models (default: none).",
+    )
     parser.addini("weirdml_runs", "default for --weirdml-runs", default="5")
     parser.addini("weirdml_sandbox", "default for --weirdml-sandbox", default="local")
     parser.addini("weirdml_reports", "default for --weirdml-reports (relative to the rootdir)", default="reports")
@@ -172,20 +214,33 @@ class Settings:
     data_cache: Path
     session: str
     bootstrap: int
+    leaderboard: Path | None = None
+    catalog: Catalog = field(default_factory=Catalog)
+    cache_dir: Path | None = None
 
     @property
     def session_dir(self) -> Path:
         return self.reports_dir / self.session
 
 
-def _models(raw: list[str]) -> tuple[str, ...]:
+def _models(raw: list[str], catalog: Catalog) -> tuple[str, ...]:
     names = [name.strip() for chunk in raw for name in chunk.split(",") if name.strip()]
     for name in names:
         try:
-            models.resolve(name)
+            # Building the client checks its SDK and API key: a missing one stops the session here.
+            models.resolve(name, catalog).close()
         except ValueError as exc:
             raise pytest.UsageError(f"--weirdml-model: {exc}") from None
     return tuple(dict.fromkeys(names))
+
+
+def _leaderboard(text: str | None) -> Path | None:
+    if not text:
+        return None
+    path = Path(text).expanduser().resolve()
+    if not path.is_file():
+        raise pytest.UsageError(f"--weirdml-leaderboard: {path} not found; pass the published leaderboard.csv")
+    return path
 
 
 def new_session_name() -> str:
@@ -206,8 +261,16 @@ def settings_from(config: pytest.Config, session: str) -> Settings:
         cache = Path(cache_text).expanduser()
     else:
         cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-weirdml" / "data"
+    try:
+        catalog = Catalog.load(config.rootpath, base_url=opt.weirdml_base_url)
+    except ValueError as exc:
+        raise pytest.UsageError(f"models config: {exc}") from None
+    responses: Path | None = None
+    if opt.weirdml_cache:
+        default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-weirdml" / "responses"
+        responses = Path(opt.weirdml_cache_dir).expanduser() if opt.weirdml_cache_dir else default
     return Settings(
-        models=_models(opt.weirdml_models),
+        models=_models(opt.weirdml_models, catalog),
         runs=runs,
         iterations=opt.weirdml_iterations,
         time_limit_s=opt.weirdml_time_limit,
@@ -219,4 +282,7 @@ def settings_from(config: pytest.Config, session: str) -> Settings:
         data_cache=cache.resolve(),
         session=session,
         bootstrap=opt.weirdml_bootstrap,
+        leaderboard=_leaderboard(opt.weirdml_leaderboard),
+        catalog=catalog,
+        cache_dir=responses.resolve() if responses else None,
     )

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -14,12 +15,12 @@ import pytest
 
 from pytest_weirdml import models
 from pytest_weirdml.config import Settings
-from pytest_weirdml.errors import DataUnavailable, HarnessError, TaskError
+from pytest_weirdml.errors import DataUnavailable, HarnessError, SandboxError, TaskError
 from pytest_weirdml.items import task_of
 from pytest_weirdml.loop import LoopSettings, run_task
 from pytest_weirdml.records import IterationRecord, RecordStore, RunRecord
 from pytest_weirdml.sandbox import Limits, Sandbox
-from pytest_weirdml.sandbox.local import LocalSandbox
+from pytest_weirdml.sandbox.choose import open_sandbox
 from pytest_weirdml.tasks import TaskData, TaskSpec, build_data
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
@@ -61,15 +62,18 @@ def weirdml_case() -> Case:
 
 
 @pytest.fixture
-def weirdml_model(weirdml_case: Case) -> Iterator[models.Model]:
-    model = models.resolve(weirdml_case.model)
+def weirdml_model(weirdml_case: Case, weirdml_settings: Settings) -> Iterator[models.Model]:
+    model = models.resolve(weirdml_case.model, weirdml_settings.catalog, cache=weirdml_settings.cache_dir)
     yield model
     model.close()
 
 
 @pytest.fixture(scope="session")
 def weirdml_sandbox(weirdml_settings: Settings) -> Iterator[Sandbox]:
-    sandbox = LocalSandbox(weirdml_settings.python)
+    try:
+        sandbox = open_sandbox(weirdml_settings.sandbox, python=weirdml_settings.python)
+    except SandboxError as exc:
+        pytest.fail(f"SandboxError: {exc}", pytrace=False)
     yield sandbox
     sandbox.close()
 
@@ -132,7 +136,11 @@ def weirdml_run(
     except HarnessError as exc:
         pytest.fail(f"{type(exc).__name__}: {exc} (not the model's fault; the run is not scored)", pytrace=False)
     transcript = weirdml_store.write_transcript(run)
-    item.user_properties.append(("weirdml", run.summary()))
+    summary = run.summary()
+    # JUnit XML writes str(value): a JSON string stays readable (and parseable) there, where a
+    # dict would show as its Python repr. The flat properties are for JUnit dashboards.
+    item.user_properties.append(("weirdml", json.dumps(summary)))
+    item.user_properties.extend((f"weirdml_{key}", summary[key]) for key in ("task", "model", "run", "score"))
     item.add_report_section("call", "weirdml", f"run score {run.score:.4f}; transcript: {transcript}")
     hook.pytest_weirdml_run(item=item, record=run)
     return run

@@ -11,8 +11,9 @@ from pytest_weirdml import config as config_mod
 from pytest_weirdml import fixtures, hookspecs
 from pytest_weirdml.fixtures import SETTINGS_KEY, cases
 from pytest_weirdml.items import MARKER, collect_task
-from pytest_weirdml.tasks import TASK_FILE
 from pytest_weirdml.report.collector import ResultsCollector
+from pytest_weirdml.sandbox import image
+from pytest_weirdml.tasks import TASK_FILE
 
 SESSION_INPUT = "weirdml_session"
 
@@ -35,6 +36,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(BrokenTasks(), "weirdml-broken-tasks")
     if workerinput is None:
         config.pluginmanager.register(ResultsCollector(settings), "weirdml-results")
+        if config.option.weirdml_build_image:
+            image.build_before_session()
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

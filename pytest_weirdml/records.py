@@ -37,8 +37,11 @@ class IterationRecord:
     input_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0
+    cached_tokens: int = 0
     cost_usd: float | None = None
     model_latency_s: float = 0.0
+    # Failed model calls before the answer, each {"attempt", "error", "wait_s"}.
+    retries: list[dict[str, Any]] = field(default_factory=list)
     started_at: str = ""
     wall_s: float = 0.0
     sandbox: str = ""

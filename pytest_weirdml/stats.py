@@ -67,9 +67,7 @@ class Bootstrap:
 
     def overall(self, column: int = -1) -> Estimate:
         """The unweighted mean over tasks, with the interval of its resampled values."""
-        return _estimate(
-            self.point[:, column].mean(), self.resampled[:, :, column].mean(axis=0), int(self.runs.sum())
-        )
+        return _estimate(self.point[:, column].mean(), self.resampled[:, :, column].mean(axis=0), int(self.runs.sum()))
 
     def columns(self) -> list[Estimate]:
         """``overall`` for every column (for best-so-far values: after iteration 1, 2, ...)."""
@@ -80,6 +78,8 @@ def _estimate(point: float, resampled: npt.NDArray[np.float64], n: int) -> Estim
     tail = (1.0 - CONFIDENCE) / 2 * 100
     low, high = np.percentile(resampled, [tail, 100 - tail])
     se = float(resampled.std(ddof=1)) if resampled.size > 1 else 0.0
+    # Identical resamples give a rounding residue (1e-17), not an uncertainty.
+    se = se if se > 1e-12 else 0.0
     return Estimate(float(point), float(low), float(high), se, n)
 
 
@@ -127,11 +127,11 @@ def bootstrap(
         picks[rows] = rng.integers(0, count, size=(rows.size, resamples, width), dtype=np.int64)
     picks += (np.arange(n_tasks * resamples, dtype=np.int64) * width).reshape(n_tasks, resamples, 1)
     size = n_tasks * resamples * width
-    if np.all(runs == width):
-        counts = np.bincount(picks.ravel(), minlength=size).astype(np.float64)
-    else:
+    weights = None
+    if not np.all(runs == width):
         used = np.broadcast_to(np.arange(width)[None, None, :] < runs[:, None, None], picks.shape)
-        counts = np.bincount(picks.ravel(), weights=used.ravel().astype(np.float64), minlength=size)
+        weights = used.ravel().astype(np.float64)
+    counts = np.bincount(picks.ravel(), weights=weights, minlength=size).astype(np.float64, copy=False)
     counts = counts.reshape(n_tasks, resamples, width)
     resampled = np.matmul(counts, padded) / runs[:, None, None]
     return Bootstrap(tuple(names), point, resampled, runs)

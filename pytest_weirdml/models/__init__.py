@@ -11,12 +11,12 @@ import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from pytest_weirdml.models.catalog import Catalog, ModelConfig
 from pytest_weirdml.tasks import TaskSpec
 
-if TYPE_CHECKING:
-    from pytest_weirdml.models.catalog import Catalog
+__all__ = ["Catalog", "Message", "Model", "ModelConfig", "Request", "Response", "known_models", "label", "resolve"]
 
 Role = Literal["system", "user", "assistant"]
 
@@ -92,8 +92,6 @@ def register(prefix: str, factory: Factory, usage: str) -> None:
 
 
 def known_models(catalog: Catalog | None = None) -> list[str]:
-    from pytest_weirdml.models.catalog import Catalog
-
     _load_builtin()
     return [usage for _, usage in _FACTORIES.values()] + (catalog or Catalog.load()).known()
 
@@ -106,8 +104,6 @@ def resolve(spec: str, catalog: Catalog | None = None, *, cache: Path | None = N
     and API key here, so a session fails before any work. With ``cache``, answers of
     cacheable models are stored in and replayed from that directory.
     """
-    from pytest_weirdml.models.catalog import Catalog
-
     _load_builtin()
     prefix, _, arg = spec.partition(":")
     entry = _FACTORIES.get(prefix)

@@ -13,7 +13,8 @@ data (a model without prices has no cost):
     ``overall``       ``{mean, ci_low, ci_high, se, n}``: unweighted mean over the model's tasks of
                       the mean run score; 95% percentile interval and standard error from a
                       bootstrap over runs within each task; ``n`` runs.
-    ``tasks``         task -> ``{mean, ci_low, ci_high, se, n, scores}``: ``scores`` are the run
+    ``tasks``         task -> ``{mean, ci_low, ci_high, se, n, runs, scores}``: ``runs`` = ``n`` (as in
+                      schema 1); ``scores`` are the run
                       scores (max accuracy over a run's iterations), in run order.
     ``progression``   list over iterations 1..N of ``{iteration, mean, ci_low, ci_high, se, n}``:
                       overall best-so-far accuracy after that iteration (a run that stopped early
@@ -99,7 +100,7 @@ def _model_row(tasks: dict[str, list[dict[str, Any]]], resamples: int, seed: int
         seed=seed,
     )
     task_rows = {
-        task: {**est.as_dict(), "scores": [r["score"] for r in tasks[task]]}
+        task: {**est.as_dict(), "runs": est.n, "scores": [r["score"] for r in tasks[task]]}
         for task, est in boot.task_estimates().items()
     }
     reasons = [reason for r in every for reason in r["zero_reasons"]]

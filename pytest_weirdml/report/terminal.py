@@ -1,39 +1,106 @@
-"""The terminal summary: a (model, task) table with intervals, then one line per model."""
+"""The terminal summary: a (task, model) table with intervals, then one line per model.
+
+``-q`` keeps one line per model; the default shows both tables; ``-v`` adds the best-so-far
+progression and the zero-score reasons per model.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 
-def _ci(row: dict[str, Any]) -> str:
+def _ci(row: Mapping[str, Any]) -> str:
     return f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
 
 
-def write_summary(tr: pytest.TerminalReporter, summary: dict[str, Any], where: str) -> None:
-    models = summary["models"]
-    verbose = tr.config.get_verbosity() >= 0
-    tr.write_sep("=", "weirdml summary")
-    if verbose:
-        width = max([len("task")] + [len(t) for m in models.values() for t in m["tasks"]])
-        mwidth = max([len("model")] + [len(m) for m in models])
-        tr.write_line(f"{'task':<{width}}  {'model':<{mwidth}}  runs  mean    95% CI")
-        for model, row in models.items():
-            for task, cell in row["tasks"].items():
-                tr.write_line(
-                    f"{task:<{width}}  {model:<{mwidth}}  {cell['runs']:>4}  {cell['mean']:.3f}   {_ci(cell)}"
-                )
-        tr.write_line("")
-    mwidth = max([len("model")] + [len(m) for m in models])
-    tr.write_line(f"{'model':<{mwidth}}  tasks  runs  overall  95% CI          SE     failures  median exec")
-    for model, row in models.items():
-        exec_s = row["exec_time_median_s"]
-        exec_text = f"{exec_s:.1f} s" if exec_s is not None else "-"
-        tr.write_line(
-            f"{model:<{mwidth}}  {len(row['tasks']):>5}  {row['runs']:>4}  {row['overall']['mean']:.3f}    "
-            f"{_ci(row['overall'])}  {row['overall']['se']:.3f}  {row['failure_rate']:>7.1%}  {exec_text:>11}"
+def _num(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _table(tr: pytest.TerminalReporter, header: list[str], rows: list[list[str]], left: int = 1) -> None:
+    """Columns sized to fit; the first ``left`` columns align left, numbers right."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+
+    def fmt(row: list[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
         )
+
+    tr.write_line(fmt(header).rstrip(), bold=True)
+    for row in rows:
+        tr.write_line(fmt(row).rstrip())
+
+
+def write_summary(tr: pytest.TerminalReporter, summary: dict[str, Any], files: Mapping[str, str]) -> None:
+    models = summary["models"]
+    verbosity = tr.config.get_verbosity()
+    tr.write_sep("=", "weirdml summary")
+    if verbosity >= 0:
+        # One row per (task, model), models of a task side by side: reads at any terminal width.
+        rows = [
+            [task, name, str(cell["n"]), f"{cell['mean']:.3f}", _ci(cell)]
+            for task in summary["tasks"]
+            for name, m in models.items()
+            if (cell := m["tasks"].get(task))
+        ]
+        _table(tr, ["task", "model", "runs", "mean", "95% CI"], rows, left=2)
+        tr.write_line("")
+        rows = []
+        for name, m in models.items():
+            code = m.get("code_lines") or {}
+            cost = m.get("cost_per_run_usd")
+            rows.append(
+                [
+                    name,
+                    str(len(m["tasks"])),
+                    str(m["runs"]),
+                    f"{m['overall']['mean']:.3f}",
+                    _ci(m["overall"]),
+                    f"{m['overall']['se']:.3f}",
+                    f"{m['failure_rate']:.1%}",
+                    "-" if cost is None else f"${cost:.4f}",
+                    _num(m.get("mean_output_tokens"), ".0f"),
+                    "/".join(_num(code.get(k), ".0f") for k in ("p10", "p50", "p90")),
+                    _num(m.get("exec_time_median_s"), ".1f"),
+                ]
+            )
+        _table(
+            tr,
+            [
+                "model",
+                "tasks",
+                "runs",
+                "overall",
+                "95% CI",
+                "SE",
+                "failures",
+                "cost/run",
+                "tok/call",
+                "code p10/50/90",
+                "exec med s",
+            ],
+            rows,
+        )
+    else:
+        for name, m in models.items():
+            tr.write_line(
+                f"{name}: {m['overall']['mean']:.3f} {_ci(m['overall'])} over {len(m['tasks'])} task(s), "
+                f"{m['runs']} run(s), {m['failure_rate']:.0%} failed submissions"
+            )
+    if verbosity > 0:
+        tr.write_line("")
+        for name, m in models.items():
+            steps = "  ".join(f"{s['iteration']}: {s['mean']:.3f} {_ci(s)}" for s in m["progression"])
+            tr.write_line(f"{name} best so far after iteration  {steps}")
+        for name, m in models.items():
+            if m["zero_reasons"]:
+                reasons = ", ".join(f"{n}x {r}" for r, n in sorted(m["zero_reasons"].items(), key=lambda x: -x[1]))
+                tr.write_line(f"{name} zero scores: {reasons}")
     if summary["errors"]:
         tr.write_line(f"{len(summary['errors'])} item(s) hit a harness error and are not scored (see the errors above)")
-    tr.write_line(f"records, transcripts and summary.json: {where}")
+    if verbosity >= 0:
+        for kind, path in files.items():
+            tr.write_line(f"{kind}: {path}")

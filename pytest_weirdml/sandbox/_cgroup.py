@@ -59,9 +59,7 @@ class RunCgroup:
         return cls._create_v1(root, own, name, max_processes, memory_bytes)
 
     @classmethod
-    def _create_v1(
-        cls, root: Path, own: dict[str, str], name: str, max_processes: int, memory_bytes: int
-    ) -> RunCgroup:
+    def _create_v1(cls, root: Path, own: dict[str, str], name: str, max_processes: int, memory_bytes: int) -> RunCgroup:
         made: list[Path] = []
         group = cls(made, 1)
         try:

@@ -143,6 +143,8 @@ class LocalSandbox(Sandbox):
             for dev in sorted(Path("/dev").glob("nvidia*")):
                 cmd += ["--dev-bind", str(dev), str(dev)]
         cmd += ["--bind", str(work), SANDBOX_ROOT, "--ro-bind", str(data_dir), f"{SANDBOX_ROOT}/data"]
+        # The root bwrap builds is a tmpfs: read-only, so scripts write only to /tmp and results/.
+        cmd += ["--remount-ro", "/"]
         cmd += ["--chdir", SANDBOX_ROOT, "--unshare-user", "--uid", "65534", "--gid", "65534"]
         cmd += ["--clearenv"]
         for key, value in self._env("/tmp", gpu).items():

@@ -1,0 +1,66 @@
+"""Anthropic's Messages API (``pip install 'pytest-weirdml[anthropic]'``).
+
+Settings: ``thinking_budget`` (extended thinking: a token budget, or ``"adaptive"``),
+``effort`` (``output_config.effort``), ``temperature`` (for the models that still take it),
+``extra_body`` (fields merged into the request body). Requests are not
+streamed, so the SDK's refusal of long non-streaming calls is avoided by always passing our
+own timeout (``timeout_s``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_weirdml.models import Message
+from pytest_weirdml.models.provider import Failure, ProviderModel, Reply, import_sdk, sdk_failure, split_system
+
+
+class AnthropicModel(ProviderModel):
+    provider = "anthropic"
+    extra = "anthropic"
+
+    def _connect(self, api_key: str | None) -> Any:
+        self._sdk = import_sdk("anthropic", self.provider, self.extra)
+        return self._sdk.Anthropic(
+            api_key=api_key,
+            base_url=self.config.base_url,
+            timeout=self.config.timeout_s,
+            max_retries=0,  # tenacity retries, so each one is counted and recorded
+        )
+
+    def _call(self, messages: Sequence[Message]) -> Reply:
+        config = self.config
+        system, turns = split_system(messages)
+        kwargs: dict[str, Any] = {
+            "model": config.model,
+            "max_tokens": config.max_output_tokens,
+            "messages": [{"role": m.role, "content": m.content} for m in turns],
+            "timeout": config.timeout_s,
+        }
+        if system:
+            kwargs["system"] = system
+        extra = dict(config.extra_body or {})
+        if config.temperature is not None:
+            # Sent in the body: recent SDKs dropped the argument, older models still take the field.
+            extra.setdefault("temperature", config.temperature)
+        if config.thinking_budget == "adaptive":
+            kwargs["thinking"] = {"type": "adaptive"}
+        elif isinstance(config.thinking_budget, int) and config.thinking_budget > 0:
+            kwargs["thinking"] = {"type": "enabled", "budget_tokens": config.thinking_budget}
+        if config.effort:
+            kwargs["output_config"] = {"effort": config.effort}
+        if extra:
+            kwargs["extra_body"] = extra
+        message = self._client.messages.create(**kwargs)
+        text = "".join(block.text for block in message.content if getattr(block, "type", None) == "text")
+        usage = message.usage
+        cached = usage.cache_read_input_tokens or 0
+        # Anthropic counts cache reads and writes apart from input_tokens; ours is the whole prompt.
+        prompt = usage.input_tokens + cached + (usage.cache_creation_input_tokens or 0)
+        details = getattr(usage, "output_tokens_details", None)
+        thinking = getattr(details, "thinking_tokens", 0) or 0
+        return Reply(text, prompt, usage.output_tokens, thinking, cached)
+
+    def _classify(self, exc: BaseException) -> Failure | None:
+        return sdk_failure(exc, self._sdk, self.config.timeout_s)

@@ -1,0 +1,238 @@
+"""The models config: aliases, per-model settings and prices, from ``models.toml`` and the user's.
+
+The shipped ``models.toml`` beside this module holds the defaults. A project extends or
+overrides them in ``[tool.weirdml]`` of its ``pyproject.toml`` or in a ``weirdml.toml`` (both
+at the rootdir; ``weirdml.toml`` wins), with the same layout::
+
+    [providers.anthropic]             # defaults for every anthropic model
+    max_output_tokens = 32000
+
+    [models."anthropic:claude-sonnet-4-5"]   # settings of one provider model (prices here)
+    price_input = 3.0                 # USD per million input tokens
+    price_output = 15.0
+
+    [models.claude]                   # an alias: its settings on top of its model's
+    model = "anthropic:claude-sonnet-4-5"
+    thinking_budget = 16000
+
+A name resolves to: the provider's defaults, then the ``provider:model-id`` entry, then each
+alias on the way, the nearest last.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+PROVIDERS = ("anthropic", "openai", "google", "openai-compatible")
+
+# Settings every provider understands, with the TOML types they accept.
+_COMMON: dict[str, tuple[type, ...]] = {
+    "max_output_tokens": (int,),
+    "temperature": (int, float),
+    "price_input": (int, float),
+    "price_output": (int, float),
+    "price_cached_input": (int, float),
+    "iterations": (int,),
+    "base_url": (str,),
+    "api_key_env": (str, list),
+    "timeout_s": (int, float),
+    "max_retries": (int,),
+    "max_retry_wait_s": (int, float),
+    "retry_initial_s": (int, float),
+}
+# Reasoning knobs differ per API; a knob given to the wrong provider is a mistake worth naming.
+_SPECIFIC: dict[str, dict[str, tuple[type, ...]]] = {
+    "anthropic": {"thinking_budget": (int, str), "effort": (str,), "extra_body": (dict,)},
+    "openai": {"reasoning_effort": (str,), "extra_body": (dict,)},
+    "openai-compatible": {"reasoning_effort": (str,), "extra_body": (dict,)},
+    "google": {"thinking_budget": (int,), "thinking_level": (str,)},
+}
+_ALL_KEYS = {"model", *_COMMON, *(key for keys in _SPECIFIC.values() for key in keys)}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything a provider client needs to know about one model name."""
+
+    name: str
+    provider: str
+    model: str
+    max_output_tokens: int = 16384
+    temperature: float | None = None
+    thinking_budget: int | str | None = None
+    effort: str | None = None
+    reasoning_effort: str | None = None
+    thinking_level: str | None = None
+    extra_body: Mapping[str, Any] | None = None
+    price_input: float | None = None
+    price_output: float | None = None
+    price_cached_input: float | None = None
+    iterations: int | None = None
+    base_url: str | None = None
+    api_key_env: tuple[str, ...] = ()
+    timeout_s: float = 600.0
+    max_retries: int = 6
+    max_retry_wait_s: float = 600.0
+    retry_initial_s: float = 1.0
+
+    @property
+    def spec(self) -> str:
+        return f"{self.provider}:{self.model}"
+
+    def identity(self) -> dict[str, Any]:
+        """The settings that shape answers (not prices, retries, keys or where the server is)."""
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "max_output_tokens": self.max_output_tokens,
+            "temperature": self.temperature,
+            "thinking_budget": self.thinking_budget,
+            "effort": self.effort,
+            "reasoning_effort": self.reasoning_effort,
+            "thinking_level": self.thinking_level,
+            "extra_body": dict(self.extra_body) if self.extra_body else None,
+        }
+
+    def cost(self, input_tokens: int, cached_tokens: int, output_tokens: int) -> float | None:
+        """USD for one call from the price table; ``None`` when the model has no prices."""
+        if self.price_input is None or self.price_output is None:
+            return None
+        cached_price = self.price_input if self.price_cached_input is None else self.price_cached_input
+        fresh = max(input_tokens - cached_tokens, 0)
+        return (fresh * self.price_input + cached_tokens * cached_price + output_tokens * self.price_output) / 1e6
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Provider defaults and model entries, merged from the shipped file and the user's."""
+
+    providers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    models: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    base_url: str | None = None
+    sources: tuple[str, ...] = ()
+
+    @classmethod
+    def load(cls, rootdir: Path | None = None, *, base_url: str | None = None) -> Catalog:
+        """The shipped defaults, extended by ``rootdir``'s pyproject.toml and weirdml.toml.
+
+        ``base_url`` (``--weirdml-base-url``) overrides every model's server. Raises
+        ``ValueError`` naming the file and the problem.
+        """
+        shipped = resources.files("pytest_weirdml.models").joinpath("models.toml")
+        layers: list[tuple[str, Mapping[str, Any]]] = [(str(shipped), tomllib.loads(shipped.read_text("utf-8")))]
+        if rootdir is not None:
+            pyproject = rootdir / "pyproject.toml"
+            if pyproject.is_file():
+                table = _read(pyproject).get("tool", {}).get("weirdml", {})
+                layers.append((f"{pyproject} [tool.weirdml]", table))
+            own = rootdir / "weirdml.toml"
+            if own.is_file():
+                layers.append((str(own), _read(own)))
+        providers: dict[str, dict[str, Any]] = {}
+        models: dict[str, dict[str, Any]] = {}
+        for source, layer in layers:
+            for name, entry in _tables(source, layer, "providers").items():
+                if name not in PROVIDERS:
+                    raise ValueError(f"{source}: unknown provider [providers.{name}]; providers are {PROVIDERS}")
+                _check(source, f"providers.{name}", entry, name)
+                providers.setdefault(name, {}).update(entry)
+            for name, entry in _tables(source, layer, "models").items():
+                _check(source, f"models.{name}", entry, None)
+                models.setdefault(name, {}).update(entry)
+        return cls(providers, models, base_url, tuple(source for source, _ in layers))
+
+    def with_base_url(self, base_url: str | None) -> Catalog:
+        return replace(self, base_url=base_url)
+
+    def known(self) -> list[str]:
+        aliases = sorted(name for name, entry in self.models.items() if "model" in entry)
+        return aliases + [f"{provider}:MODEL" for provider in PROVIDERS]
+
+    def knows(self, name: str) -> bool:
+        try:
+            self._chain(name)
+        except LookupError:
+            return False
+        return True
+
+    def lookup(self, name: str) -> ModelConfig:
+        """The merged settings of an alias or a ``provider:model-id``; ``ValueError`` if unusable."""
+        try:
+            provider, model_id, layers = self._chain(name)
+        except LookupError as exc:
+            raise ValueError(f"unknown model '{name}': {exc}") from None
+        merged: dict[str, Any] = dict(self.providers.get(provider, {}))
+        for layer in reversed(layers):
+            merged.update(layer)
+        merged.pop("model", None)
+        if self.base_url:
+            merged["base_url"] = self.base_url
+        wrong = sorted(set(merged) - set(_COMMON) - set(_SPECIFIC[provider]))
+        if wrong:
+            raise ValueError(
+                f"model '{name}' ({provider}) has settings {wrong} that {provider} does not use; "
+                f"its own are {sorted(_SPECIFIC[provider])}"
+            )
+        keys = merged.pop("api_key_env", [])
+        merged["api_key_env"] = tuple([keys] if isinstance(keys, str) else keys)
+        for key in ("temperature", "price_input", "price_output", "price_cached_input", "timeout_s"):
+            if key in merged:
+                merged[key] = float(merged[key])
+        return ModelConfig(name=name, provider=provider, model=model_id, **merged)
+
+    def _chain(self, name: str) -> tuple[str, str, list[Mapping[str, Any]]]:
+        """Follow aliases to a ``provider:model-id``; the entries met on the way, nearest first."""
+        layers: list[Mapping[str, Any]] = []
+        seen: list[str] = []
+        current = name
+        while True:
+            entry = self.models.get(current)
+            if entry is not None and entry.get("model", current) != current:
+                if current in seen:
+                    raise LookupError(f"aliases loop: {' -> '.join([*seen, current])}")
+                seen.append(current)
+                layers.append(entry)
+                current = entry["model"]
+                continue
+            if entry is not None:
+                layers.append(entry)
+            provider, sep, model_id = current.partition(":")
+            if not sep or not model_id or provider not in PROVIDERS:
+                raise LookupError(
+                    f"'{current}' is neither an alias nor provider:model-id with a provider in {PROVIDERS}"
+                )
+            return provider, model_id, layers
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: invalid TOML: {exc}") from None
+
+
+def _tables(source: str, layer: Mapping[str, Any], key: str) -> Mapping[str, Mapping[str, Any]]:
+    tables = layer.get(key, {})
+    if not isinstance(tables, dict) or not all(isinstance(v, dict) for v in tables.values()):
+        raise ValueError(f"{source}: [{key}] must hold one table per name, e.g. [{key}.NAME]")
+    return tables
+
+
+def _check(source: str, where: str, entry: Mapping[str, Any], provider: str | None) -> None:
+    unknown = sorted(set(entry) - _ALL_KEYS - ({"model"} if provider is None else set()))
+    if provider is not None and "model" in entry:
+        unknown.append("model")
+    if unknown:
+        raise ValueError(f"{source}: [{where}] has unknown settings {unknown}; known: {sorted(_ALL_KEYS - {'model'})}")
+    for key, value in entry.items():
+        kinds = _COMMON.get(key) or next((s[key] for s in _SPECIFIC.values() if key in s), (str,))
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            names = " or ".join("list of str" if k is list else k.__name__ for k in kinds)
+            raise ValueError(f"{source}: [{where}] {key} must be {names}, got {value!r}")
+    if "model" in entry and not isinstance(entry["model"], str):
+        raise ValueError(f"{source}: [{where}] model must be a string such as 'anthropic:claude-sonnet-4-5'")

@@ -1,0 +1,96 @@
+"""Google's Gemini API through the maintained ``google-genai`` SDK (``pip install 'pytest-weirdml[google]'``).
+
+Settings: ``thinking_budget`` (tokens; -1 lets the model decide, 0 turns thinking off where the
+model allows), ``thinking_level``, ``temperature``. Thought tokens are billed as output, so
+``output_tokens`` counts them and ``reasoning_tokens`` says how many they were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_weirdml.models import Message
+from pytest_weirdml.models.provider import (
+    Failure,
+    ProviderModel,
+    Reply,
+    import_sdk,
+    split_system,
+    status_failure,
+)
+
+
+class GoogleModel(ProviderModel):
+    provider = "google"
+    extra = "google"
+
+    def _connect(self, api_key: str | None) -> Any:
+        genai = import_sdk("google.genai", self.provider, self.extra)
+        self._types = import_sdk("google.genai.types", self.provider, self.extra)
+        self._errors = import_sdk("google.genai.errors", self.provider, self.extra)
+        # The HTTP library the SDK raises transport errors from (httpx2 in new releases, httpx before).
+        self._httpx = _http_library()
+        # No retry_options: the SDK then never retries, and tenacity does it here, recorded.
+        options = self._types.HttpOptions(base_url=self.config.base_url, timeout=int(self.config.timeout_s * 1000))
+        return genai.Client(api_key=api_key, http_options=options)
+
+    def _call(self, messages: Sequence[Message]) -> Reply:
+        types, config = self._types, self.config
+        system, turns = split_system(messages)
+        contents = [
+            types.Content(role="model" if m.role == "assistant" else "user", parts=[types.Part(text=m.content)])
+            for m in turns
+        ]
+        thinking = None
+        if config.thinking_budget is not None or config.thinking_level:
+            thinking = types.ThinkingConfig(
+                thinking_budget=config.thinking_budget, thinking_level=config.thinking_level
+            )
+        settings = types.GenerateContentConfig(
+            system_instruction=system or None,
+            max_output_tokens=config.max_output_tokens,
+            temperature=config.temperature,
+            thinking_config=thinking,
+        )
+        response = self._client.models.generate_content(model=config.model, contents=contents, config=settings)
+        text = "".join(
+            part.text
+            for candidate in (response.candidates or [])[:1]
+            for part in ((candidate.content.parts if candidate.content else None) or [])
+            if part.text and not part.thought
+        )
+        usage = response.usage_metadata
+        if usage is None:
+            return Reply(text)
+        thoughts = usage.thoughts_token_count or 0
+        return Reply(
+            text,
+            input_tokens=usage.prompt_token_count or 0,
+            output_tokens=(usage.candidates_token_count or 0) + thoughts,
+            reasoning_tokens=thoughts,
+            cached_tokens=usage.cached_content_token_count or 0,
+        )
+
+    def _classify(self, exc: BaseException) -> Failure | None:
+        if isinstance(exc, self._errors.APIError):
+            response = getattr(exc, "response", None)
+            headers = getattr(response, "headers", None)
+            message = f"{exc.status}: {exc.message}" if exc.status else str(exc.message or exc)
+            return status_failure(int(exc.code or 0), message, headers)
+        if isinstance(exc, self._httpx.TimeoutException):
+            return Failure(True, f"timeout: no complete answer within {self.config.timeout_s:g} s")
+        if isinstance(exc, self._httpx.TransportError):
+            return Failure(True, f"connection error: {type(exc).__name__}: {exc}")
+        return None
+
+
+def _http_library() -> Any:
+    import importlib
+
+    for name in ("httpx2", "httpx"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    raise ValueError("the google provider needs google-genai: pip install 'pytest-weirdml[google]'")

@@ -1,0 +1,258 @@
+"""What every API provider shares: the SDK import, the API key, retries, accounting, redaction.
+
+A provider module subclasses ``ProviderModel`` with three methods: ``_connect`` (build the SDK
+client), ``_call`` (one request, no retries) and ``_classify`` (is this exception worth a retry,
+what does the provider say, how long does it ask us to wait). Retries are tenacity's, with the
+SDK's own turned off, so every retry is counted, bounded and recorded in one place.
+"""
+
+from __future__ import annotations
+
+import abc
+import email.utils
+import importlib
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, ClassVar
+
+from pytest_weirdml.errors import ModelError
+from pytest_weirdml.models import Message, Model, Request, Response, label
+from pytest_weirdml.models.catalog import ModelConfig
+
+log = logging.getLogger("pytest_weirdml.models")
+
+# Statuses a provider uses for "try again later": timeout, conflict, rate limit, and any 5xx
+# (Anthropic's overload is 529, Google's is 503).
+RETRY_STATUSES = frozenset({408, 409, 429})
+BACKOFF_MAX_S = 60.0
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One successful call: the text and the provider's token counts."""
+
+    text: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed call as the harness sees it."""
+
+    retryable: bool
+    message: str
+    retry_after_s: float | None = None
+
+
+def import_sdk(module: str, provider: str, extra: str) -> ModuleType:
+    """Import an optional SDK, or say which extra installs it (``ValueError`` -> usage error)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ValueError(
+            f"the {provider} provider needs the {module} SDK ({exc}); install it with: "
+            f"pip install 'pytest-weirdml[{extra}]'"
+        ) from None
+
+
+def retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds the server asks us to wait: ``retry-after-ms``, or ``retry-after`` as seconds or a date."""
+    if not headers:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(float(millis) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+def status_failure(status: int, message: str, headers: Mapping[str, str] | None) -> Failure:
+    retryable = status in RETRY_STATUSES or status >= 500
+    return Failure(retryable, f"HTTP {status}: {message}", retry_after(headers) if retryable else None)
+
+
+class ProviderModel(Model):
+    """A model behind a provider's API. Raises ``ModelError`` when the provider fails for good."""
+
+    provider: ClassVar[str]
+    extra: ClassVar[str]
+    key_required: ClassVar[bool] = True
+
+    def __init__(self, config: ModelConfig, *, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.config = config
+        self.name = label(config.name)
+        self.max_iterations = config.iterations
+        self._sleep = sleep
+        self._secret = self._api_key()
+        self._client = self._connect(self._secret)
+
+    # What a provider module implements ---------------------------------------------------------
+
+    @abc.abstractmethod
+    def _connect(self, api_key: str | None) -> Any:
+        """The SDK client, with its own retries off and our timeout."""
+
+    @abc.abstractmethod
+    def _call(self, messages: Sequence[Message]) -> Reply:
+        """One request for the conversation; raises the SDK's exceptions as they come."""
+
+    @abc.abstractmethod
+    def _classify(self, exc: BaseException) -> Failure | None:
+        """What an exception from ``_call`` means; ``None`` for one the provider did not raise."""
+
+    # Shared -------------------------------------------------------------------------------------
+
+    def identity(self) -> dict[str, Any]:
+        return self.config.identity()
+
+    def _api_key(self) -> str | None:
+        names = self.config.api_key_env
+        for name in names:
+            value = os.environ.get(name)
+            if value:
+                return value
+        if names and self.key_required:
+            choices = " or ".join(names)
+            raise ValueError(
+                f"{self.config.name} ({self.config.spec}) needs an API key: set {choices} in the environment"
+            )
+        return None
+
+    def _failure(self, exc: BaseException) -> Failure:
+        failure = self._classify(exc)
+        if failure is None:
+            failure = Failure(False, f"{type(exc).__name__}: {exc}")
+        return Failure(failure.retryable, self._redact(failure.message), failure.retry_after_s)
+
+    def _redact(self, text: str) -> str:
+        # Providers do not echo keys, but a proxy or an SDK message might; records must never hold one.
+        if self._secret and len(self._secret) >= 8:
+            text = text.replace(self._secret, "[redacted]")
+        return text
+
+    def generate(self, request: Request) -> Response:
+        import tenacity
+
+        config = self.config
+        retries: list[dict[str, Any]] = []
+        backoff = tenacity.wait_exponential_jitter(
+            initial=config.retry_initial_s, max=BACKOFF_MAX_S, jitter=config.retry_initial_s
+        )
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            asked = self._failure(_exception(state)).retry_after_s
+            return asked if asked is not None else backoff(state)
+
+        def stop(state: tenacity.RetryCallState) -> bool:
+            return state.attempt_number > config.max_retries or (
+                state.idle_for + state.upcoming_sleep > config.max_retry_wait_s
+            )
+
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            error = self._failure(_exception(state)).message
+            wait_s = round(state.upcoming_sleep, 3)
+            retries.append({"attempt": state.attempt_number, "error": error, "wait_s": wait_s})
+            log.warning("%s: attempt %d failed (%s); retry in %.1f s", self.name, state.attempt_number, error, wait_s)
+
+        def attempt() -> tuple[Reply, float]:
+            clock = time.monotonic()
+            reply = self._call(request.messages)
+            return reply, time.monotonic() - clock
+
+        retrying = tenacity.Retrying(
+            stop=stop,
+            wait=wait,
+            retry=tenacity.retry_if_exception(lambda exc: self._failure(exc).retryable),
+            before_sleep=before_sleep,
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            reply, latency = retrying(attempt)
+        except Exception as exc:
+            failure = self._failure(exc)
+            tries = f" (gave up after {len(retries)} retries)" if retries else ""
+            # No exception chaining: the SDK's exception holds the request, headers included.
+            raise ModelError(f"{config.provider} error for {config.spec}: {failure.message}{tries}") from None
+        return Response(
+            text=reply.text,
+            input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens,
+            reasoning_tokens=reply.reasoning_tokens,
+            cached_tokens=reply.cached_tokens,
+            cost_usd=config.cost(reply.input_tokens, reply.cached_tokens, reply.output_tokens),
+            latency_s=latency,
+            retries=tuple(retries),
+        )
+
+    def close(self) -> None:
+        close = getattr(self._client, "close", None)
+        if callable(close):
+            close()
+
+
+def _exception(state: Any) -> BaseException:
+    outcome = state.outcome
+    exc = outcome.exception() if outcome is not None else None
+    return exc if exc is not None else RuntimeError("no exception")
+
+
+def split_system(messages: Sequence[Message]) -> tuple[str, list[Message]]:
+    """The system prompt apart from the turns, for APIs that take it as its own field."""
+    system = "\n\n".join(m.content for m in messages if m.role == "system")
+    return system, [m for m in messages if m.role != "system"]
+
+
+def build(config: ModelConfig) -> ProviderModel:
+    """The client for a resolved model config (imports only that provider's module)."""
+    if config.provider == "anthropic":
+        from pytest_weirdml.models.anthropic import AnthropicModel
+
+        return AnthropicModel(config)
+    if config.provider == "google":
+        from pytest_weirdml.models.google import GoogleModel
+
+        return GoogleModel(config)
+    from pytest_weirdml.models.openai import OpenAICompatibleModel, OpenAIModel
+
+    if config.provider == "openai":
+        return OpenAIModel(config)
+    return OpenAICompatibleModel(config)
+
+
+def sdk_failure(exc: BaseException, sdk: ModuleType, timeout_s: float) -> Failure | None:
+    """Classify an exception of the Anthropic or OpenAI SDK (both share one exception layout)."""
+    if isinstance(exc, sdk.APIStatusError):
+        body = exc.body
+        error = body.get("error", body) if isinstance(body, dict) else {}
+        error = error if isinstance(error, dict) else {}
+        message = str(error.get("message") or exc.message)
+        kind = error.get("type")
+        text = f"{kind}: {message}" if isinstance(kind, str) and kind and kind not in message else message
+        return status_failure(exc.status_code, text, exc.response.headers)
+    if isinstance(exc, sdk.APITimeoutError):
+        return Failure(True, f"timeout: no complete answer within {timeout_s:g} s")
+    if isinstance(exc, sdk.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        return Failure(True, f"connection error: {cause or exc.message}")
+    return None

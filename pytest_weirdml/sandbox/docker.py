@@ -1,0 +1,313 @@
+"""The Docker sandbox: a fresh container per run, from the image built out of ``sandbox_image/``.
+
+The container has no network, a read-only root with a small private ``/tmp``, no capabilities,
+no way to gain privileges, bounded memory and processes, and an unprivileged user. It sees the
+script, the public files (read-only) and ``results/`` (the one writable host directory); never
+the hidden answers, the host's environment or the Docker socket. The time limit is enforced
+twice: ``timeout -s KILL`` is the container's first process, so when it fires everything in the
+container dies; and the harness kills the container if it outlives the limit by a grace period.
+
+Per run the daemon sees four requests on the way in (create, attach, start, wait) and one on
+the way out (remove), the same as ``docker run --rm``. Output is read from the attach stream
+and capped as it arrives; the daemon keeps no log of it (log driver ``none``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pytest_weirdml.errors import SandboxError
+from pytest_weirdml.sandbox import PREDICTIONS_CAP_BYTES, Environment, ExecResult, Limits, Sandbox
+from pytest_weirdml.sandbox._output import CappedBuffer
+from pytest_weirdml.sandbox.image import image_present, image_tag, missing_image_message
+
+SANDBOX_UID = 1000
+WORKDIR = "/sandbox"
+# The harness's own kill comes this long after the in-container one should have fired.
+KILL_GRACE_S = 3.0
+LABEL = "weirdml.sandbox"
+SESSION_LABEL = "weirdml.session"
+OWNER_LABEL = "weirdml.owner"
+
+
+def connect(base_url: str | None = None, timeout: float = 60) -> Any:
+    """A Docker client that has answered a ping; ``SandboxError`` naming the fix otherwise."""
+    try:
+        import docker
+    except ImportError as exc:
+        raise SandboxError("the docker sandbox needs the Docker SDK: pip install docker") from exc
+    where = base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    try:
+        client = docker.DockerClient(base_url=base_url, timeout=int(timeout)) if base_url else docker.from_env()
+        client.ping()
+    except Exception as exc:
+        raise SandboxError(
+            f"no Docker daemon at {where}; start dockerd or pass --weirdml-sandbox=local ({exc})"
+        ) from exc
+    return client
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of a live process (to tell it from a later one with the same pid)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def owner_id(pid: int | None = None) -> str:
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{_process_start(pid)}"
+
+
+def _owner_alive(owner: str) -> bool:
+    host, _, rest = owner.partition(":")
+    pid, _, start = rest.partition(":")
+    if host != socket.gethostname():
+        return True  # another machine's: not ours to judge
+    return pid.isdigit() and _process_start(int(pid)) == start
+
+
+def remove_leftovers(client: Any) -> list[str]:
+    """Remove sandbox containers whose owning process on this host is gone (a crashed session)."""
+    removed = []
+    for info in client.api.containers(all=True, filters={"label": LABEL}):
+        owner = (info.get("Labels") or {}).get(OWNER_LABEL, "")
+        if not _owner_alive(owner):
+            with contextlib.suppress(Exception):
+                client.api.remove_container(info["Id"], force=True)
+                removed.append(info["Id"][:12])
+    return removed
+
+
+class DockerSandbox(Sandbox):
+    name = "docker"
+    isolated = True
+
+    def __init__(
+        self,
+        image: str | None = None,
+        *,
+        base_url: str | None = None,
+        workroot: Path | None = None,
+        client: Any = None,
+    ) -> None:
+        self.client = client or connect(base_url)
+        self.image = image or image_tag()
+        if not image_present(self.client, self.image):
+            raise SandboxError(missing_image_message(self.image))
+        self.workroot = workroot
+        self.session = uuid.uuid4().hex[:12]
+        self.owner = owner_id()
+        try:
+            self.leftovers_removed = remove_leftovers(self.client)
+        except Exception as exc:
+            raise SandboxError(f"the Docker daemon failed listing containers: {exc}") from exc
+        self._environment: Environment | None = None
+
+    # The container ------------------------------------------------------------------------------
+
+    def _labels(self) -> dict[str, str]:
+        return {LABEL: "1", SESSION_LABEL: self.session, OWNER_LABEL: self.owner}
+
+    @staticmethod
+    def _env(gpu: str | None) -> dict[str, str]:
+        return {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": "/tmp",
+            "TMPDIR": "/tmp",
+            "USER": "sandbox",
+            "LANG": "C.UTF-8",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "MPLBACKEND": "Agg",
+            # The one device requested is the container's device 0, whatever its host index.
+            "CUDA_VISIBLE_DEVICES": "0" if gpu is not None else "",
+        }
+
+    def _host_config(self, work: Path, data_dir: Path, limits: Limits, gpu: str | None) -> Any:
+        import docker.types
+
+        devices = None
+        if gpu is not None:
+            devices = [docker.types.DeviceRequest(device_ids=[str(gpu)], capabilities=[["gpu"]])]
+        return self.client.api.create_host_config(
+            binds={
+                str(work): {"bind": WORKDIR, "mode": "ro"},
+                str(data_dir): {"bind": f"{WORKDIR}/data", "mode": "ro"},
+                str(work / "results"): {"bind": f"{WORKDIR}/results", "mode": "rw"},
+            },
+            network_mode="none",
+            mem_limit=limits.memory_bytes,
+            memswap_limit=limits.memory_bytes,
+            pids_limit=limits.max_processes,
+            read_only=True,
+            tmpfs={"/tmp": f"rw,nosuid,nodev,size={limits.tmp_bytes},mode=1777"},
+            shm_size=min(limits.tmp_bytes, limits.memory_bytes),
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            log_config=docker.types.LogConfig(type="none"),
+            ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0)],
+            device_requests=devices,
+        )
+
+    # Running ------------------------------------------------------------------------------------
+
+    def run(self, code: str, data_dir: Path, limits: Limits, gpu: str | None = None) -> ExecResult:
+        work = Path(tempfile.mkdtemp(prefix="weirdml-", dir=self.workroot))
+        try:
+            return self._run_in(work, code, Path(data_dir).resolve(), limits, gpu)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def _run_in(self, work: Path, code: str, data_dir: Path, limits: Limits, gpu: str | None) -> ExecResult:
+        import docker.errors
+        import requests.exceptions
+
+        work.chmod(0o755)
+        (work / "solution.py").write_text(code, encoding="utf-8")
+        (work / "solution.py").chmod(0o644)
+        # The mount points exist up front: the work directory is mounted read-only.
+        (work / "data").mkdir()
+        results = work / "results"
+        results.mkdir()
+        if os.getuid() == 0:
+            os.chown(results, SANDBOX_UID, SANDBOX_UID)
+        else:
+            results.chmod(0o777)
+        api = self.client.api
+        # One pipe for both streams keeps their true order (the daemon reads two pipes separately);
+        # exec leaves timeout(1) as the container's first process.
+        command = ["sh", "-c", f"exec timeout -s KILL {limits.time_s:g} python3 -s solution.py 2>&1"]
+        container: str | None = None
+        try:
+            try:
+                container = api.create_container(
+                    self.image,
+                    command=command,
+                    user=f"{SANDBOX_UID}:{SANDBOX_UID}",
+                    working_dir=WORKDIR,
+                    environment=self._env(gpu),
+                    labels=self._labels(),
+                    network_disabled=True,
+                    host_config=self._host_config(work, data_dir, limits, gpu),
+                )["Id"]
+                stream = api.attach_socket(container, params={"stdout": 1, "stderr": 1, "stream": 1})
+                output = _StreamReader(stream, limits.output_bytes)
+                start = time.monotonic()
+                api.start(container)
+            except docker.errors.ImageNotFound as exc:
+                raise SandboxError(missing_image_message(self.image)) from exc
+            # The stream ends when the container's first process does, so it measures the run.
+            killed = not output.wait(limits.time_s + KILL_GRACE_S)
+            if killed:
+                with contextlib.suppress(docker.errors.APIError):
+                    api.kill(container)
+                output.wait(10.0)
+            state = api.wait(container, timeout=30)
+            duration = time.monotonic() - start
+        except BaseException as exc:
+            if container is not None:
+                # The daemon may be gone; then the next session's start removes the container.
+                with contextlib.suppress(Exception):
+                    self._remove(container)
+            if isinstance(exc, (docker.errors.DockerException, requests.exceptions.RequestException, OSError)):
+                raise SandboxError(f"the Docker daemon failed during the run: {exc}") from exc
+            raise
+        self._remove(container)
+        status = state.get("StatusCode")
+        if (state.get("Error") or {}).get("Message"):
+            raise SandboxError(f"the container failed: {state['Error']['Message']}")
+        # timeout(1) as the container's first process exits 124 or dies with SIGKILL (137).
+        timed_out = killed or (status in (124, 137) and duration >= limits.time_s)
+        notes = []
+        if timed_out:
+            notes.append(f"killed after the time limit of {limits.time_s:g} s")
+        if output.total > limits.output_bytes:
+            notes.append(f"output was {output.total} bytes; kept the first and last {limits.output_bytes // 2}")
+        if output.error:
+            raise SandboxError(f"lost the container's output stream: {output.error}")
+        return ExecResult(
+            exit_code=None if timed_out else status,
+            timed_out=timed_out,
+            duration_s=duration,
+            output=output.text(),
+            output_bytes=output.total,
+            predictions=_read_capped(results / "test_preds.txt"),
+            notes=tuple(notes),
+        )
+
+    def _remove(self, container: str) -> None:
+        try:
+            self.client.api.remove_container(container, force=True)
+        except Exception as exc:
+            import docker.errors
+
+            if isinstance(exc, docker.errors.NotFound):
+                return
+            # A daemon that cannot remove it now meets it again at the next session's start.
+            raise SandboxError(f"could not remove container {container[:12]}: {exc}") from exc
+
+    def containers(self) -> list[str]:
+        """Ids of this session's containers that still exist (none, between runs)."""
+        found = self.client.api.containers(all=True, filters={"label": f"{SESSION_LABEL}={self.session}"})
+        return [info["Id"] for info in found]
+
+    def environment(self) -> Environment:
+        if self._environment is None:
+            from pytest_weirdml.sandbox.local import probe_environment
+
+            self._environment = probe_environment(self)
+        return self._environment
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            for container in self.containers():
+                self.client.api.remove_container(container, force=True)
+        with contextlib.suppress(Exception):
+            self.client.close()
+
+
+class _StreamReader(CappedBuffer):
+    """Demultiplexes an attach stream (stdout and stderr frames) into one capped buffer."""
+
+    def __init__(self, stream: Any, cap: int) -> None:
+        super().__init__(cap)
+        self._stream = stream
+        self.error: BaseException | None = None
+        self._done = threading.Event()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        from docker.utils.socket import frames_iter
+
+        try:
+            for _, data in frames_iter(self._stream, tty=False):
+                self.feed(data)
+        except Exception as exc:
+            self.error = exc
+        finally:
+            with contextlib.suppress(Exception):
+                self._stream.close()
+            self._done.set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._done.wait(timeout)
+
+
+def _read_capped(path: Path) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(PREDICTIONS_CAP_BYTES + 1)
+    except OSError:
+        return None

@@ -1,0 +1,211 @@
+"""A scripted stand-in for the providers' HTTP APIs, served on 127.0.0.1 for the real SDKs.
+
+``FakeProvider(wire)`` speaks enough of one wire protocol (``anthropic``: Messages,
+``openai``: Chat Completions, ``google``: Gemini generateContent) for the SDK pointed at
+``base_url`` to work. Each request takes the next ``Planned`` answer from ``plan`` (an error
+status, a stall, a dropped connection); with the plan empty, ``responder`` writes the text
+from the conversation so far. Every request is kept in ``requests``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+WIRES = ("anthropic", "openai", "google")
+
+
+@dataclass
+class Usage:
+    input: int = 100  # the whole prompt, cached part included
+    output: int = 50  # everything generated, reasoning included
+    reasoning: int = 10
+    cached: int = 20
+
+
+@dataclass
+class Planned:
+    status: int = 200
+    text: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    error: str = "planned failure"
+    error_type: str = ""
+    delay_s: float = 0.0
+    drop: bool = False
+    usage: Usage | None = None
+
+
+@dataclass
+class Seen:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    conversation: list[tuple[str, str]]
+
+
+Responder = Callable[[list[tuple[str, str]]], str]
+
+
+class FakeProvider:
+    def __init__(self, wire: str, responder: Responder | None = None, usage: Usage | None = None) -> None:
+        assert wire in WIRES, wire
+        self.wire = wire
+        self.responder: Responder = responder or (lambda conversation: "I have no script for you.")
+        self.usage = usage or Usage()
+        self.plan: deque[Planned] = deque()
+        self.requests: list[Seen] = []
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None, "start the server first (use it as a context manager)"
+        root = f"http://127.0.0.1:{self._server.server_address[1]}"
+        return root + "/v1" if self.wire == "openai" else root
+
+    def __enter__(self) -> FakeProvider:
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                provider._handle(self)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.shutdown()
+        self._server.server_close()
+
+    # One request -------------------------------------------------------------------------------
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("content-length") or 0)
+        body = json.loads(handler.rfile.read(length) or b"{}")
+        conversation = _conversation(self.wire, body)
+        with self._lock:
+            self.requests.append(Seen(handler.path, dict(handler.headers.items()), body, conversation))
+            planned = self.plan.popleft() if self.plan else Planned()
+        if planned.delay_s:
+            time.sleep(planned.delay_s)
+        if planned.drop:
+            handler.close_connection = True
+            return
+        if planned.status == 200:
+            text = planned.text if planned.text is not None else self.responder(conversation)
+            payload = self._ok(body, text, planned.usage or self.usage)
+        else:
+            payload = self._error(planned)
+        data = json.dumps(payload).encode()
+        try:
+            handler.send_response(planned.status)
+            handler.send_header("content-type", "application/json")
+            handler.send_header("content-length", str(len(data)))
+            for key, value in planned.headers.items():
+                handler.send_header(key, value)
+            handler.end_headers()
+            handler.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a timeout test)
+
+    def _ok(self, body: dict[str, Any], text: str, usage: Usage) -> dict[str, Any]:
+        model = body.get("model", "")
+        if self.wire == "anthropic":
+            return {
+                "id": "msg_fake",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {
+                    # Anthropic counts cache reads apart from input_tokens.
+                    "input_tokens": usage.input - usage.cached,
+                    "cache_read_input_tokens": usage.cached,
+                    "cache_creation_input_tokens": 0,
+                    "output_tokens": usage.output,
+                    "output_tokens_details": {"thinking_tokens": usage.reasoning},
+                },
+            }
+        if self.wire == "openai":
+            return {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion",
+                "created": 0,
+                "model": model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {
+                    "prompt_tokens": usage.input,
+                    "completion_tokens": usage.output,
+                    "total_tokens": usage.input + usage.output,
+                    "prompt_tokens_details": {"cached_tokens": usage.cached},
+                    "completion_tokens_details": {"reasoning_tokens": usage.reasoning},
+                },
+            }
+        return {
+            "candidates": [
+                {"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": {
+                "promptTokenCount": usage.input,
+                # Gemini counts thoughts apart from the candidates.
+                "candidatesTokenCount": usage.output - usage.reasoning,
+                "thoughtsTokenCount": usage.reasoning,
+                "cachedContentTokenCount": usage.cached,
+                "totalTokenCount": usage.input + usage.output,
+            },
+            "modelVersion": "fake",
+        }
+
+    def _error(self, planned: Planned) -> dict[str, Any]:
+        if self.wire == "anthropic":
+            kind = planned.error_type or {401: "authentication_error", 429: "rate_limit_error"}.get(
+                planned.status, "overloaded_error" if planned.status == 529 else "api_error"
+            )
+            return {"type": "error", "error": {"type": kind, "message": planned.error}}
+        if self.wire == "openai":
+            return {"error": {"message": planned.error, "type": planned.error_type or "server_error", "code": None}}
+        status = planned.error_type or {401: "UNAUTHENTICATED", 429: "RESOURCE_EXHAUSTED"}.get(
+            planned.status, "UNAVAILABLE"
+        )
+        return {"error": {"code": planned.status, "message": planned.error, "status": status}}
+
+
+def _conversation(wire: str, body: dict[str, Any]) -> list[tuple[str, str]]:
+    """The request's turns as (role, text), roles named as ours: system, user, assistant."""
+    turns: list[tuple[str, str]] = []
+    if wire == "anthropic":
+        if body.get("system"):
+            turns.append(("system", body["system"]))
+        turns += [(m["role"], _text(m["content"])) for m in body.get("messages", [])]
+    elif wire == "openai":
+        turns += [(m["role"], _text(m["content"])) for m in body.get("messages", [])]
+    else:
+        system = body.get("systemInstruction")
+        if system:
+            turns.append(("system", "".join(p.get("text", "") for p in system.get("parts", []))))
+        for content in body.get("contents", []):
+            role = "assistant" if content.get("role") == "model" else "user"
+            turns.append((role, "".join(p.get("text", "") for p in content.get("parts", []))))
+    return turns
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") for block in content if isinstance(block, dict))

@@ -1,0 +1,373 @@
+"""The API providers, each through its real SDK over real HTTP to a scripted server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_weirdml import models
+from pytest_weirdml.errors import ModelError
+from pytest_weirdml.models import Catalog, Message, ModelConfig, Request
+from pytest_weirdml.models.provider import ProviderModel
+
+sys.path.insert(0, str(Path(__file__).parent))
+from providers_server import WIRES, FakeProvider, Planned, Usage
+
+SDKS = {"anthropic": "anthropic", "openai": "openai", "google": "google.genai"}
+KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY", "google": "GEMINI_API_KEY"}
+PLANTED = "sk-planted-7f3a9c1e5b2d8f4a6c0e"
+
+
+def _need_sdk(wire: str) -> None:
+    pytest.importorskip(SDKS[wire], reason=f"the {wire} SDK is not installed: pip install 'pytest-weirdml[{wire}]'")
+
+
+@pytest.fixture(params=WIRES)
+def wire(request: pytest.FixtureRequest) -> str:
+    _need_sdk(request.param)
+    return str(request.param)
+
+
+# A tiny task: the parity of 40 integers, scored by the real loop and the real sandbox.
+TASK_TOML = """\
+name = "tiny"
+description = "the parity of small integers"
+public_files = ["x.npy"]
+time_limit_s = 60
+iterations = 3
+"""
+DATA_PY = """\
+import numpy as np
+
+def build(out, seed):
+    x = np.random.default_rng(seed).integers(0, 100, size=40)
+    np.save(out / "x.npy", x, allow_pickle=False)
+    return x % 2
+"""
+PROMPT = "Predict x % 2 for every integer in data/x.npy.\n\n```python\nimport numpy as np\n```\n"
+ALL_ZERO = "import numpy as np\nnp.savetxt('results/test_preds.txt', np.zeros(40, dtype=int), fmt='%d')\n"
+# Prints its whole environment, so a key that leaked into the sandbox would land in the records.
+CORRECT = (
+    "import os\nimport numpy as np\nprint(dict(os.environ))\n"
+    "x = np.load('data/x.npy')\nnp.savetxt('results/test_preds.txt', x % 2, fmt='%d')\n"
+)
+
+
+def solver(conversation: list[tuple[str, str]]) -> str:
+    """No code first (scored 0), then all zeros (about half right), then the answer."""
+    answered = sum(role == "assistant" for role, _ in conversation)
+    if answered == 0:
+        return "Let me think about the data first; I will write the script next time."
+    script = ALL_ZERO if answered == 1 else CORRECT
+    return f"Here is my script.\n\n```python\n{script}```\n"
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.mkdir("tiny")
+    (pytester.path / "tiny" / "task.toml").write_text(TASK_TOML)
+    (pytester.path / "tiny" / "data.py").write_text(DATA_PY)
+    (pytester.path / "tiny" / "prompt.md").write_text(PROMPT)
+    return pytester
+
+
+def _config(wire: str, server: FakeProvider, name: str = "fake") -> str:
+    """A models config naming one alias for the server, as a user would write it."""
+    return f"""
+[tool.weirdml.models."{wire}:fake-model-1"]
+price_input = 3.0
+price_output = 15.0
+price_cached_input = 0.3
+
+[tool.weirdml.models.{name}]
+model = "{wire}:fake-model-1"
+base_url = "{server.base_url}"
+timeout_s = 5
+retry_initial_s = 0.01
+max_output_tokens = 1000
+"""
+
+
+def _run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return project.runpytest(
+        "tiny",
+        "--weirdml-runs=1",
+        f"--weirdml-data-cache={project.path / 'data-cache'}",
+        f"--weirdml-reports={project.path / 'reports'}",
+        "-p",
+        "no:cacheprovider",
+        *args,
+    )
+
+
+def _records(project: pytest.Pytester) -> list[dict[str, object]]:
+    files = sorted((project.path / "reports").glob("*/records.jsonl"))
+    assert files, "no records.jsonl written"
+    return [json.loads(line) for line in files[-1].read_text().splitlines()]
+
+
+def _model(wire: str, server: FakeProvider, sleeps: list[float] | None = None, **settings: object) -> ProviderModel:
+    config = ModelConfig(
+        name=f"{wire}:fake-model-1",
+        provider=wire,
+        model="fake-model-1",
+        base_url=server.base_url,
+        api_key_env=(KEY_ENV[wire],),
+        **{"timeout_s": 5.0, "retry_initial_s": 0.01, "max_output_tokens": 1000, **settings},  # type: ignore[arg-type]
+    )
+    model = models.provider.build(config)
+    if sleeps is not None:
+        model._sleep = sleeps.append  # record the waits instead of sleeping through them
+    return model
+
+
+def _ask(model: ProviderModel, text: str = "hello") -> models.Response:
+    messages = (Message("system", "be brief"), Message("user", text))
+    return model.generate(Request(messages=messages, task=None, run=0, iteration=1))  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
+def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (*KEY_ENV.values(), "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name in KEY_ENV.values():
+        monkeypatch.setenv(name, PLANTED)
+
+
+# Whole runs from the command line ---------------------------------------------------------------
+
+
+def test_full_run_is_scored_and_no_key_is_written(project: pytest.Pytester, wire: str) -> None:
+    with FakeProvider(wire, solver) as server:
+        project.makepyprojecttoml(_config(wire, server))
+        result = _run(project, "--weirdml-model=fake", "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*tiny?fake-0? PASSED*"])
+    records = _records(project)
+    assert [r["iteration"] for r in records] == [1, 2, 3]
+    assert records[0]["score"] == 0.0 and "no code block" in str(records[0]["zero_reason"])
+    assert 0.0 < float(records[1]["score"]) < 1.0  # type: ignore[arg-type]
+    assert records[2]["score"] == 1.0
+    for record in records:
+        assert (record["input_tokens"], record["output_tokens"], record["cached_tokens"]) == (100, 50, 20)
+        assert record["reasoning_tokens"] == 10 and record["retries"] == []
+        assert record["cost_usd"] == pytest.approx((80 * 3.0 + 20 * 0.3 + 50 * 15.0) / 1e6)
+    # The model saw the feedback of each submission.
+    third = server.requests[2].conversation
+    assert [role for role, _ in third] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert "scored 0: no code block" in third[3][1]
+    assert all(PLANTED not in str(r) for r in records)
+    _assert_no_key(project.path, result)
+
+
+def _assert_no_key(root: Path, result: pytest.RunResult) -> None:
+    written = [p for p in root.rglob("*") if p.is_file()]
+    assert any(p.name == "records.jsonl" for p in written)
+    leaked = [p for p in written if PLANTED.encode() in p.read_bytes()]
+    assert not leaked, f"the API key was written to {leaked}"
+    assert PLANTED not in result.stdout.str() + result.stderr.str()
+
+
+def test_openai_compatible_from_the_command_line(project: pytest.Pytester) -> None:
+    _need_sdk("openai")
+    with FakeProvider("openai", solver) as server:
+        result = _run(project, "--weirdml-model=openai-compatible:tiny-llm", f"--weirdml-base-url={server.base_url}")
+    result.assert_outcomes(passed=1)
+    assert [r["score"] for r in _records(project)][-1] == 1.0
+    assert {s.body["model"] for s in server.requests} == {"tiny-llm"}
+    # A local server gets no key, not even the OPENAI_API_KEY of the environment.
+    assert all(PLANTED not in json.dumps(s.headers) for s in server.requests)
+    assert all("max_tokens" in s.body for s in server.requests)
+
+
+def test_openai_compatible_without_base_url_is_a_usage_error(project: pytest.Pytester) -> None:
+    _need_sdk("openai")
+    result = _run(project, "--weirdml-model=openai-compatible:tiny-llm")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*needs the server's base URL*--weirdml-base-url=*"])
+
+
+def test_bad_key_errors_the_item_with_the_providers_message(project: pytest.Pytester, wire: str) -> None:
+    with FakeProvider(wire, solver) as server:
+        project.makepyprojecttoml(_config(wire, server))
+        server.plan.append(Planned(status=401, error=f"invalid x-api-key {PLANTED}"))
+        result = _run(project, "--weirdml-model=fake")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*ModelError*HTTP 401*invalid x-api-key*not the model's fault*"])
+    assert len(server.requests) == 1  # not retried
+    # The server echoed the key in its message; the harness redacted it everywhere.
+    result.stdout.fnmatch_lines(["*invalid x-api-key ?redacted?*"])
+    leaked = [p for p in project.path.rglob("*") if p.is_file() and PLANTED.encode() in p.read_bytes()]
+    assert not leaked and PLANTED not in result.stdout.str() + result.stderr.str()
+
+
+def test_missing_key_stops_the_session_before_any_work(project: pytest.Pytester, wire: str) -> None:
+    with FakeProvider(wire, solver) as server:
+        project.makepyprojecttoml(_config(wire, server))
+        for name in (*KEY_ENV.values(), "GOOGLE_API_KEY"):
+            project._monkeypatch.delenv(name, raising=False)
+        result = _run(project, "--weirdml-model=fake")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*needs an API key: set {KEY_ENV[wire]}*"])
+    assert server.requests == []
+
+
+def test_unknown_model_lists_the_known_ones(project: pytest.Pytester) -> None:
+    result = _run(project, "--weirdml-model=no-such-model")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown model 'no-such-model'*claude*gemini*gpt*anthropic:MODEL*"])
+
+
+@pytest.mark.parametrize("wire", ["anthropic"])  # the cache sits above the providers: one is enough
+def test_cache_replays_a_run_without_requests(project: pytest.Pytester, wire: str) -> None:
+    _need_sdk(wire)
+    cache = f"--weirdml-cache-dir={project.path / 'answers'}"
+    with FakeProvider(wire, solver) as server:
+        project.makepyprojecttoml(_config(wire, server))
+        _run(project, "--weirdml-model=fake", "--weirdml-cache", cache).assert_outcomes(passed=1)
+        first = _records(project)
+        assert len(server.requests) == 3
+        second_run = _run(project, "--weirdml-model=fake", "--weirdml-cache", cache)
+        second_run.assert_outcomes(passed=1)
+        assert len(server.requests) == 3, "the replay reached the server"
+    second = _records(project)
+    assert [r["response"] for r in second] == [r["response"] for r in first]
+    assert [r["score"] for r in second] == [r["score"] for r in first]
+    assert second[0]["session"] != first[0]["session"]
+    _assert_no_key(project.path, second_run)
+
+
+# Retries, failures and accounting, one call at a time -------------------------------------------
+
+
+def test_rate_limit_honours_retry_after(wire: str) -> None:
+    sleeps: list[float] = []
+    with FakeProvider(wire, lambda c: "fine") as server:
+        server.plan.append(Planned(status=429, headers={"retry-after": "7"}, error="slow down"))
+        response = _ask(_model(wire, server, sleeps))
+    assert response.text == "fine"
+    assert sleeps == [7.0]
+    assert len(response.retries) == 1
+    retry = response.retries[0]
+    assert (retry["attempt"], retry["wait_s"]) == (1, 7.0)
+    assert "429" in retry["error"] and "slow down" in retry["error"]
+
+
+@pytest.mark.parametrize("failure", ["overload", "unavailable", "dropped"])
+def test_transient_failures_back_off_and_succeed(wire: str, failure: str) -> None:
+    planned = {
+        "overload": Planned(status=529, error="Overloaded"),
+        "unavailable": Planned(status=503, error="try later"),
+        "dropped": Planned(drop=True),
+    }[failure]
+    sleeps: list[float] = []
+    with FakeProvider(wire, lambda c: "fine") as server:
+        server.plan.extend([planned, planned])
+        response = _ask(_model(wire, server, sleeps))
+    assert response.text == "fine" and len(server.requests) == 3
+    assert [r["attempt"] for r in response.retries] == [1, 2]
+    assert all(0 < s <= 0.1 for s in sleeps) and len(sleeps) == 2
+    if failure == "dropped":
+        assert "connection error" in response.retries[0]["error"]
+    else:
+        assert str(planned.status) in response.retries[0]["error"]
+
+
+def test_timeout_is_retried(wire: str) -> None:
+    sleeps: list[float] = []
+    with FakeProvider(wire, lambda c: "fine") as server:
+        server.plan.append(Planned(delay_s=2.0))
+        response = _ask(_model(wire, server, sleeps, timeout_s=0.5))
+    assert response.text == "fine"
+    assert len(response.retries) == 1 and "timeout" in response.retries[0]["error"]
+
+
+def test_retries_are_bounded_by_count_and_total_wait(wire: str) -> None:
+    with FakeProvider(wire, lambda c: "fine") as server:
+        server.plan.extend(Planned(status=503, error="down") for _ in range(10))
+        with pytest.raises(ModelError, match=r"HTTP 503.*down.*gave up after 2 retries"):
+            _ask(_model(wire, server, [], max_retries=2))
+        assert len(server.requests) == 3
+        server.plan.clear()
+        server.plan.extend(Planned(status=429, headers={"retry-after": "30"}) for _ in range(3))
+        with pytest.raises(ModelError, match=r"HTTP 429.*gave up after 1 retries"):
+            _ask(_model(wire, server, [], max_retry_wait_s=45))
+
+
+@pytest.mark.parametrize("status", [400, 404])
+def test_client_errors_are_not_retried(wire: str, status: int) -> None:
+    with FakeProvider(wire) as server:
+        server.plan.append(Planned(status=status, error="model fake-model-1 not found"))
+        with pytest.raises(ModelError, match=rf"HTTP {status}.*model fake-model-1 not found") as info:
+            _ask(_model(wire, server, []))
+    assert len(server.requests) == 1 and "gave up" not in str(info.value)
+
+
+def test_usage_and_cost(wire: str) -> None:
+    usage = Usage(input=12_000, output=3_000, reasoning=1_000, cached=2_000)
+    with FakeProvider(wire, lambda c: "fine", usage=usage) as server:
+        response = _ask(_model(wire, server, price_input=2.0, price_output=8.0, price_cached_input=0.5))
+        unpriced = _ask(_model(wire, server))
+    assert (response.input_tokens, response.cached_tokens) == (12_000, 2_000)
+    assert (response.output_tokens, response.reasoning_tokens) == (3_000, 1_000)
+    assert response.cost_usd == pytest.approx((10_000 * 2.0 + 2_000 * 0.5 + 3_000 * 8.0) / 1e6)
+    assert response.latency_s > 0
+    assert unpriced.cost_usd is None
+
+
+def test_settings_reach_the_wire(wire: str) -> None:
+    knob = {
+        "anthropic": {"thinking_budget": 2048},
+        "openai": {"reasoning_effort": "high"},
+        "google": {"thinking_budget": 512},
+    }[wire]
+    with FakeProvider(wire, lambda c: "fine") as server:
+        _ask(_model(wire, server, temperature=0.5, **knob))
+    body = server.requests[0].body
+    if wire == "anthropic":
+        assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+        assert body["max_tokens"] == 1000 and body["system"] == "be brief" and body["temperature"] == 0.5
+    elif wire == "openai":
+        assert body["reasoning_effort"] == "high" and body["max_completion_tokens"] == 1000
+    else:
+        generation = body["generationConfig"]
+        thinking = generation["thinkingConfig"]  # the SDK's own spelling, camel or snake case
+        assert 512 in (thinking.get("thinkingBudget"), thinking.get("thinking_budget"))
+        assert generation["maxOutputTokens"] == 1000 and generation["temperature"] == 0.5
+    assert PLANTED in json.dumps(server.requests[0].headers)  # the key did go where it belongs
+
+
+def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "anthropic", None)
+    with pytest.raises(ValueError, match=r"pip install 'pytest-weirdml\[anthropic\]'"):
+        models.resolve("anthropic:claude-sonnet-4-5")
+
+
+# The models config -----------------------------------------------------------------------------
+
+
+def test_aliases_merge_shipped_and_user_settings(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.weirdml.models."anthropic:claude-sonnet-4-5"]\nprice_output = 16.0\n'
+        "[tool.weirdml.models.claude]\ntemperature = 0.2\n"
+        '[tool.weirdml.models.mine]\nmodel = "claude"\niterations = 2\n'
+    )
+    (tmp_path / "weirdml.toml").write_text("[providers.anthropic]\nmax_output_tokens = 2000\n")
+    catalog = Catalog.load(tmp_path)
+    mine = catalog.lookup("mine")
+    assert (mine.provider, mine.model) == ("anthropic", "claude-sonnet-4-5")
+    assert (mine.price_input, mine.price_output) == (3.0, 16.0)
+    assert (mine.temperature, mine.iterations, mine.max_output_tokens) == (0.2, 2, 2000)
+    assert mine.api_key_env == ("ANTHROPIC_API_KEY",)
+    assert catalog.lookup("openai:some-new-model").price_input is None
+    assert catalog.with_base_url("http://127.0.0.1:9/v1").lookup("gpt").base_url == "http://127.0.0.1:9/v1"
+    (tmp_path / "weirdml.toml").write_text('[models.bad]\nmodel = "anthropic:x"\nreasoning_effort = "high"\n')
+    with pytest.raises(ValueError, match=r"settings \['reasoning_effort'\] that anthropic does not use"):
+        Catalog.load(tmp_path).lookup("bad")
+    (tmp_path / "weirdml.toml").write_text("[models.bad]\nprice = 1\n")
+    with pytest.raises(ValueError, match=r"unknown settings \['price'\]"):
+        Catalog.load(tmp_path)
+    assert not Catalog.load().knows("nope") and Catalog.load().knows("gemini")

@@ -1,0 +1,313 @@
+"""Reports of a real session: terminal tables, live progress, summary.json, the CSV in the
+published table's columns, JUnit properties, re-render and merge, and the HTML report opened in
+headless Chromium."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from helpers import GOOD_SCRIPT, write_replay, write_tiny_task
+
+from pytest_weirdml.report import export
+from pytest_weirdml.report.html import _simple_highlight
+from pytest_weirdml.report.summary import SUMMARY_SCHEMA
+
+PUBLISHED = Path(__file__).resolve().parents[2] / "shared" / "weirdml" / "leaderboard.csv"
+# CI can keep the screenshots as artifacts by pointing this somewhere it collects.
+SCREENSHOT_DIR = Path(
+    os.environ.get("WEIRDML_SCREENSHOT_DIR", Path(tempfile.gettempdir()) / "pytest-weirdml-screenshots")
+)
+TASK = "shapes_easy"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A session as users start it, in its own directory (so this repository's config stays out)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def leaderboard(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The published table when this checkout has it beside it, else a small one in its columns."""
+    if PUBLISHED.is_file():
+        return PUBLISHED
+    path = tmp_path_factory.mktemp("published") / "leaderboard.csv"
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=export.LEADERBOARD_COLUMNS)
+        writer.writeheader()
+        for i, acc in enumerate((0.95, 0.8, 0.6, 0.4)):
+            row = dict.fromkeys(export.LEADERBOARD_COLUMNS, "")
+            row.update(
+                internal_model_name=f"m{i}", display_name=f"model {i}", avg_acc=str(acc), shapes_easy_acc=str(acc)
+            )
+            row.update(cost_per_run_usd=str(0.1 * (i + 1)), mean_total_output_tokens=str(1000 * (i + 1)))
+            writer.writerow(row)
+    return path
+
+
+@pytest.fixture(scope="module")
+def session(
+    tmp_path_factory: pytest.TempPathFactory, leaderboard: Path
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One real session with the offline models: reference, baseline, and a replay that fails twice."""
+    root = tmp_path_factory.mktemp("session")
+    # Named after a published task, so the published rows overlay like for like.
+    write_tiny_task(root, TASK, iterations=3)
+    write_replay(root / "answers.json", ["", "raise SystemExit(3)", GOOD_SCRIPT])
+    result = _pytest(
+        root,
+        "--weirdml-model=reference,baseline,replay:answers.json",
+        "--weirdml-runs=2",
+        f"--weirdml-data-cache={root / 'cache'}",
+        f"--weirdml-reports={root / 'reports'}",
+        f"--weirdml-leaderboard={leaderboard}",
+        f"--junitxml={root / 'junit.xml'}",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (where,) = (root / "reports").iterdir()
+    return result, where
+
+
+def test_terminal_shows_progress_then_tables(session: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    result, where = session
+    out = result.stdout
+    assert (
+        "weirdml shapes_easy · replay:answers.json · run 0 · iteration 2: acc 0.0000 (the script crashed (exit code 3))"
+        in out
+    )
+    assert "weirdml shapes_easy · replay:answers.json · run 1 · iteration 3: acc 1.0000 · best 1.0000" in out
+    tail = out[out.index("weirdml summary") :]
+    lines = [line.split() for line in tail.splitlines()]
+    assert ["shapes_easy", "baseline", "2", "0.450", "[0.450,", "0.450]"] in lines
+    assert any(line[:5] == ["replay:answers.json", "1", "2", "1.000", "[1.000,"] and "66.7%" in line for line in lines)
+    assert f"html: {where / 'report.html'}" in tail
+
+
+def test_summary_json_is_versioned_and_complete(session: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    _, where = session
+    summary = json.loads((where / "summary.json").read_text())
+    assert summary["schema"] == SUMMARY_SCHEMA
+    assert summary["sessions"] == [where.name] and summary["tasks"] == [TASK]
+    replay = summary["models"]["replay:answers.json"]
+    assert [p["mean"] for p in replay["progression"]] == [0.0, 0.0, 1.0]
+    assert replay["failures"] == 4 and replay["iterations"] == 6
+    assert set(replay["zero_reasons"]) == {
+        "no code block in the response (put the script between ``` fences)",
+        "the script crashed (exit code 3)",
+    }
+    assert len(summary["runs"]) == 6 and {r["session"] for r in summary["runs"]} == {where.name}
+
+
+def test_csv_has_the_published_header_and_appends_to_the_published_table(
+    session: tuple[subprocess.CompletedProcess[str], Path], leaderboard: Path
+) -> None:
+    _, where = session
+    ours = (where / "results.csv").read_text()
+    published = leaderboard.read_text()
+    assert ours.splitlines()[0] == published.splitlines()[0]
+    combined = list(
+        csv.DictReader(io.StringIO(published.rstrip("\n") + "\n" + "\n".join(ours.splitlines()[1:]) + "\n"))
+    )
+    mine = {row["internal_model_name"]: row for row in combined if row["API source"] == export.SOURCE}
+    assert set(mine) == {"reference", "baseline", "replay:answers.json"}
+    assert float(mine["baseline"]["avg_acc"]) == pytest.approx(0.45)
+    assert float(mine["reference"]["code_len_p50"]) == 5.0
+    assert len(combined) == len(published.splitlines()) - 1 + 3
+
+
+def test_junit_properties_are_readable_json_and_flat_values(
+    session: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    _, where = session
+    cases = ET.parse(where.parents[1] / "junit.xml").getroot().iter("testcase")
+    props = [{p.get("name"): p.get("value") for p in case.iter("property")} for case in cases]
+    assert len(props) == 6
+    for prop in props:
+        run = json.loads(prop["weirdml"] or "")
+        assert prop["weirdml_score"] == str(run["score"]) and prop["weirdml_task"] == TASK
+
+
+def test_rerender_and_merge_from_records_only(
+    session: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path
+) -> None:
+    _, where = session
+    copy = tmp_path / "copy-session"
+    shutil.copytree(where, copy)
+    out = tmp_path / "merged"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_weirdml.report", str(where), str(copy), "-o", str(out), "--bootstrap", "2000"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    merged = json.loads((out / "summary.json").read_text())
+    original = json.loads((where / "summary.json").read_text())
+    # The copy's records carry the same session name: merging must not double-count them as new runs.
+    assert len(merged["runs"]) == 6
+    for model, row in original["models"].items():
+        assert merged["models"][model]["overall"]["mean"] == pytest.approx(row["overall"]["mean"])
+        assert merged["models"][model]["tasks"][TASK]["scores"] == row["tasks"][TASK]["scores"]
+    assert (out / "report.html").is_file() and (out / "results.csv").is_file()
+    # A second session (its records stamped with another name) adds its runs to each task.
+    other = tmp_path / "other-session"
+    other.mkdir()
+    records = (where / "records.jsonl").read_text().replace(f'"session": "{where.name}"', '"session": "other"')
+    (other / "records.jsonl").write_text(records)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_weirdml.report", str(where), str(other), "-o", str(out), "--bootstrap", "2000"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    merged = json.loads((out / "summary.json").read_text())
+    assert len(merged["runs"]) == 12 and merged["sessions"] == [where.name, "other"]
+    assert merged["models"]["baseline"]["tasks"][TASK]["n"] == 4
+    assert (out / "report.html").read_text().count("<details class='run'") == 12
+    bad = subprocess.run(
+        [sys.executable, "-m", "pytest_weirdml.report", str(tmp_path / "nope"), "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "no records" in bad.stderr
+
+
+def test_published_rows_read_and_spread_for_the_bars(leaderboard: Path) -> None:
+    rows = export.read_leaderboard(leaderboard)
+    assert rows and all(r.avg_acc is not None for r in rows)
+    picked = export.pick_published(rows, [TASK], count=4)
+    accs = [r.shared_acc([TASK]) for r in picked]
+    assert len(picked) == 4 and accs == sorted(accs, reverse=True)  # type: ignore[type-var]
+    assert accs[0] == max(r.task_acc[TASK] for r in rows if TASK in r.task_acc)
+    # Without our tasks in the table, rows fall back to their own average and say so.
+    assert not export.comparable(rows, ["tiny"]) and rows[0].accuracy(["tiny"]) == rows[0].avg_acc
+
+
+def test_fallback_highlighter_marks_tokens_and_escapes_html() -> None:
+    out = _simple_highlight("def f(x):  # <tag>\n    return 'a' + 1\n")
+    assert '<span class="k">def</span>' in out and '<span class="f">f</span>' in out
+    assert '<span class="c"># &lt;tag&gt;</span>' in out and '<span class="s">&#x27;a&#x27;</span>' in out
+    assert '<span class="n">1</span>' in out
+    assert _simple_highlight("x = '''unterminated") == "x = &#x27;&#x27;&#x27;unterminated"
+
+
+def test_live_progress_reaches_the_controller_under_xdist(tmp_path: Path) -> None:
+    pytest.importorskip("xdist")
+    write_tiny_task(tmp_path, iterations=3)
+    write_replay(tmp_path / "answers.json", ["", "raise SystemExit(3)", GOOD_SCRIPT])
+    result = _pytest(
+        tmp_path,
+        "-n",
+        "2",
+        "--weirdml-model=replay:answers.json",
+        "--weirdml-runs=2",
+        f"--weirdml-data-cache={tmp_path / 'cache'}",
+        f"--weirdml-reports={tmp_path / 'reports'}",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    for run in (0, 1):
+        for iteration in (1, 2, 3):
+            assert f"weirdml tiny · replay:answers.json · run {run} · iteration {iteration}: " in result.stdout
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+def test_html_report_renders_in_headless_chromium(
+    session: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path
+) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (pip install playwright)")
+    _, where = session
+    errors: list[str] = []
+    with sync_api.sync_playwright() as pw:
+        # Playwright takes the profile directory as user_data_dir (it refuses --user-data-dir in args).
+        browser = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
+            viewport={"width": 1400, "height": 1000},
+        )
+        try:
+            page = browser.new_page()
+            page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("requestfailed", lambda req: errors.append(f"request failed: {req.url}"))
+            page.goto((where / "report.html").as_uri())
+            page.wait_for_load_state("load")
+            widths = page.eval_on_selector_all("figure img", "imgs => imgs.map(i => i.complete ? i.naturalWidth : 0)")
+            assert len(widths) == 5 and all(w > 0 for w in widths), widths
+            assert page.locator("figure#fig-model-summary img").get_attribute("alt") == "Model summary"
+            assert "155 published rows" in page.inner_text("body") or "published rows" in page.inner_text("body")
+            run = page.locator("details.run").filter(has_text="replay:answers.json · run 0").first
+            run.locator("summary").first.click()
+            iteration = run.locator("details.iteration").nth(1)
+            iteration.locator("summary").first.click()
+            assert iteration.locator("pre.output").is_visible()
+            assert "the script crashed (exit code 3)" in iteration.inner_text()
+            assert iteration.locator("div.pyg, pre.code").first.is_visible()
+            SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SCREENSHOT_DIR / "report.png"), full_page=True)
+            iteration.scroll_into_view_if_needed()
+            page.screenshot(path=str(SCREENSHOT_DIR / "report-transcript.png"))
+        finally:
+            browser.close()
+    assert errors == []
+    print(f"screenshots: {SCREENSHOT_DIR / 'report.png'}, {SCREENSHOT_DIR / 'report-transcript.png'}")
+
+
+def test_quiet_keeps_one_line_per_model_and_verbose_adds_progression(
+    pytester: pytest.Pytester, tiny: Path, base_args: list[str]
+) -> None:
+    quiet = pytester.runpytest("--weirdml-model=reference,baseline", "--weirdml-runs=1", "-q", *base_args)
+    quiet.assert_outcomes(passed=2)
+    quiet.stdout.fnmatch_lines(["*weirdml summary*", "baseline: 0.450 [[]0.450, 0.450] over 1 task(s), 1 run(s)*"])
+    quiet.stdout.no_fnmatch_line("weirdml tiny · *")  # no live progress under -q
+    quiet.stdout.no_fnmatch_line("task*model*runs*")
+    verbose = pytester.runpytest("--weirdml-model=reference", "--weirdml-runs=1", "-v", *base_args)
+    verbose.stdout.fnmatch_lines(
+        [
+            "weirdml tiny · reference · run 0 · iteration 1: acc 1.0000 · best 1.0000*",
+            "*weirdml summary*",
+            "task*model*runs*mean*95% CI*",
+            "reference best so far after iteration  1: 1.000 [[]1.000, 1.000]",
+        ]
+    )
+
+
+def test_report_without_matplotlib_says_how_to_get_figures(
+    session: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_weirdml.report import figures, render
+
+    _, where = session
+    monkeypatch.setattr(figures, "available", lambda: False)
+    summary = json.loads((where / "summary.json").read_text())
+    paths = render.write_reports(summary, tmp_path, render.load_records(where))
+    page = paths["html"].read_text()
+    assert "pip install &#x27;pytest-weirdml[report]&#x27;" in page and "<img" not in page
+    assert page.count("<details class='run'") == 6
+
+
+def test_files_are_written_without_the_terminal_plugin(
+    pytester: pytest.Pytester, tiny: Path, base_args: list[str]
+) -> None:
+    result = pytester.runpytest("--weirdml-model=reference", "--weirdml-runs=1", "-p", "no:terminal", *base_args)
+    assert result.ret == 0
+    (where,) = (pytester.path / "reports").iterdir()
+    assert {"summary.json", "results.csv", "report.html"} <= {p.name for p in where.iterdir()}

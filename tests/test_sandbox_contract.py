@@ -1,0 +1,599 @@
+"""One contract, every backend: each case runs against the docker and the local sandbox.
+
+Every hostile script must come back as an ``ExecResult`` (never an exception), leave nothing
+running, and leave the sandbox usable for the next run. Docker cases skip, saying why, where no
+daemon or image is present (build it with ``python -m pytest_weirdml.sandbox.image build``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import textwrap
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_weirdml.errors import SandboxError
+from pytest_weirdml.sandbox import ExecResult, Limits, Sandbox
+from pytest_weirdml.sandbox.local import LocalSandbox
+
+BACKENDS = ["local", "docker"]
+SECRET_ANSWERS = f"hidden-answers-{uuid.uuid4().hex}"
+QUICK = Limits(time_s=5, memory_bytes=1 << 30, max_processes=64, output_bytes=64 << 10, tmp_bytes=32 << 20)
+
+
+# Fixtures ---------------------------------------------------------------------------------------
+
+
+def _open(name: str) -> Sandbox:
+    if name == "local":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return LocalSandbox()
+    from pytest_weirdml.sandbox.docker import DockerSandbox
+
+    try:
+        return DockerSandbox()
+    except SandboxError as exc:
+        pytest.skip(f"docker sandbox unavailable: {exc}")
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
+    box = _open(request.param)
+    yield box
+    box.close()
+
+
+@pytest.fixture
+def isolated(sandbox: Sandbox) -> Sandbox:
+    """The cases that need isolation; the local plain-subprocess fallback does not offer it."""
+    if not sandbox.isolated:
+        pytest.skip(f"{sandbox.name} sandbox is not isolated here: {getattr(sandbox, 'why_not_isolated', '')}")
+    return sandbox
+
+
+@pytest.fixture(scope="module")
+def task_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Public files in ``public/`` with the answers in their sibling ``hidden/``, as the cache lays them out."""
+    root = tmp_path_factory.mktemp("task")
+    public, hidden = root / "public", root / "hidden"
+    public.mkdir()
+    hidden.mkdir(mode=0o700)
+    (public / "x.txt").write_text("1\n2\n3\n")
+    (hidden / "answers.txt").write_text(SECRET_ANSWERS)
+    public.chmod(0o755)
+    return root
+
+
+@pytest.fixture
+def data_dir(task_dir: Path) -> Path:
+    return task_dir / "public"
+
+
+def run(sandbox: Sandbox, data_dir: Path, code: str, limits: Limits = QUICK) -> ExecResult:
+    result = sandbox.run(textwrap.dedent(code), data_dir, limits)
+    assert isinstance(result, ExecResult)
+    return result
+
+
+GOOD = """\
+import numpy as np
+x = np.loadtxt("data/x.txt", dtype=int)
+np.savetxt("results/test_preds.txt", x * 2, fmt="%d")
+print("wrote", len(x))
+"""
+
+
+def assert_usable(sandbox: Sandbox, data_dir: Path) -> None:
+    result = run(sandbox, data_dir, GOOD)
+    assert result.exit_code == 0, result.output
+    assert result.predictions == b"2\n4\n6\n"
+
+
+def marked_processes(marker: str) -> list[int]:
+    """Host pids whose command line carries ``marker`` (processes in containers show up too)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            try:
+                if marker.encode() in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                pass
+    return found
+
+
+def assert_nothing_left(sandbox: Sandbox, marker: str) -> None:
+    deadline = time.monotonic() + 5
+    while marked_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marked_processes(marker) == []
+    if sandbox.name == "docker":
+        assert sandbox.containers() == []  # type: ignore[attr-defined]
+
+
+# Ordinary runs ----------------------------------------------------------------------------------
+
+
+def test_good_script_returns_predictions(sandbox: Sandbox, data_dir: Path) -> None:
+    result = run(sandbox, data_dir, GOOD)
+    assert (result.exit_code, result.timed_out) == (0, False), result.output
+    assert result.predictions == b"2\n4\n6\n"
+    assert "wrote 3" in result.output
+    assert result.notes == ()
+
+
+def test_crash_is_the_scripts_outcome(sandbox: Sandbox, data_dir: Path) -> None:
+    result = run(sandbox, data_dir, "print('before')\n1 / 0\n")
+    assert result.exit_code not in (0, None)
+    assert not result.timed_out
+    assert "before" in result.output and "ZeroDivisionError" in result.output
+    assert result.predictions is None
+    assert_usable(sandbox, data_dir)
+
+
+def test_endless_loop_is_killed_at_the_limit(sandbox: Sandbox, data_dir: Path) -> None:
+    marker = f"weirdml-loop-{uuid.uuid4().hex}"
+    code = f"""\
+    import os, sys
+    print("looping", flush=True)
+    os.execv(sys.executable, [sys.executable, "-c", "while True: pass", "{marker}"])
+    """
+    start = time.monotonic()
+    result = run(sandbox, data_dir, code, Limits(time_s=2, memory_bytes=1 << 30))
+    assert result.timed_out and result.exit_code is None
+    assert "looping" in result.output
+    assert result.duration_s >= 2 and time.monotonic() - start < 2 + 6
+    assert any("time limit" in note for note in result.notes)
+    assert_nothing_left(sandbox, marker)
+    assert_usable(sandbox, data_dir)
+
+
+def test_flood_of_output_is_capped(sandbox: Sandbox, data_dir: Path) -> None:
+    code = """\
+    import sys
+    sys.stdout.write("HEAD-OF-OUTPUT\\n")
+    line = "x" * 1023 + "\\n"
+    for _ in range(10 * 1024):
+        sys.stdout.write(line)
+    sys.stderr.write("TAIL-OF-OUTPUT\\n")
+    """
+    result = run(sandbox, data_dir, code)
+    assert result.exit_code == 0
+    assert result.output_bytes >= 10 << 20
+    assert len(result.output.encode()) < QUICK.output_bytes + 200
+    assert result.output.startswith("HEAD-OF-OUTPUT") and result.output.rstrip().endswith("TAIL-OF-OUTPUT")
+    assert any("output was" in note for note in result.notes)
+    assert_usable(sandbox, data_dir)
+
+
+# Escapes that must be contained -----------------------------------------------------------------
+
+
+def test_fork_bomb_is_contained(sandbox: Sandbox, data_dir: Path) -> None:
+    marker = f"weirdml-bomb-{uuid.uuid4().hex}"
+    code = f"""\
+    import os, sys
+    if len(sys.argv) == 1:
+        os.execv(sys.executable, [sys.executable, "solution.py", "{marker}"])
+    failed = 0
+    while True:
+        try:
+            os.fork()
+        except OSError:
+            failed += 1
+            if failed == 1:
+                print("fork refused", flush=True)
+    """
+    start = time.monotonic()
+    result = run(sandbox, data_dir, code, Limits(time_s=3, memory_bytes=1 << 30, max_processes=64))
+    assert time.monotonic() - start < 3 + 8
+    assert "fork refused" in result.output  # the process cap was hit, not just the clock
+    assert_nothing_left(sandbox, marker)
+    assert_usable(sandbox, data_dir)
+
+
+def test_background_processes_do_not_outlive_the_script(sandbox: Sandbox, data_dir: Path) -> None:
+    marker = f"weirdml-daemon-{uuid.uuid4().hex}"
+    code = f"""\
+    import os, subprocess, sys
+    sleeper = [sys.executable, "-c", "import time; time.sleep(600)", "{marker}"]
+    # One leaves the session and holds the output open; one double-forks away from everything.
+    subprocess.Popen(sleeper, start_new_session=True)
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            os.execv(sys.executable, sleeper)
+        os._exit(0)
+    os.wait()
+    print("left them running", flush=True)
+    """
+    start = time.monotonic()
+    result = run(sandbox, data_dir, code)
+    assert result.exit_code == 0 and not result.timed_out, result.output
+    assert "left them running" in result.output
+    assert time.monotonic() - start < QUICK.time_s
+    assert_nothing_left(sandbox, marker)
+    assert_usable(sandbox, data_dir)
+
+
+def test_filling_tmp_is_bounded(sandbox: Sandbox, data_dir: Path) -> None:
+    name = f"weirdml-fill-{uuid.uuid4().hex}"
+    code = f"""\
+    import os
+    written = 0
+    try:
+        with open("/tmp/{name}", "wb") as fh:
+            while written < (1 << 30):
+                fh.write(b"\\0" * (1 << 20))
+                fh.flush()
+                written += 1 << 20
+    except OSError as exc:
+        print("stopped:", exc.strerror)
+    print("written MiB", written >> 20)
+    """
+    result = run(sandbox, data_dir, code)
+    assert "stopped:" in result.output, result.output
+    mib = int(result.output.split("written MiB")[1].split()[0])
+    assert mib <= QUICK.tmp_bytes >> 20
+    assert not Path("/tmp", name).exists()
+    assert_usable(sandbox, data_dir)
+
+
+def test_data_is_read_only(sandbox: Sandbox, data_dir: Path) -> None:
+    before = {p.name: p.read_bytes() for p in data_dir.iterdir()}
+    code = """\
+    import os
+    for attempt, action in [
+        ("create", lambda: open("data/new.txt", "w").write("x")),
+        ("modify", lambda: open("data/x.txt", "a").write("9\\n")),
+        ("delete", lambda: os.remove("data/x.txt")),
+        ("rename", lambda: os.rename("data/x.txt", "data/y.txt")),
+        ("chmod", lambda: os.chmod("data/x.txt", 0o777)),
+        ("replace dir", lambda: os.rename("data", "data2")),
+    ]:
+        try:
+            action()
+            print(attempt, "SUCCEEDED")
+        except OSError as exc:
+            print(attempt, "refused:", exc.strerror)
+    """
+    result = run(sandbox, data_dir, code)
+    assert "SUCCEEDED" not in result.output, result.output
+    assert {p.name: p.read_bytes() for p in data_dir.iterdir()} == before
+    assert_usable(sandbox, data_dir)
+
+
+@pytest.fixture
+def host_listener() -> Iterator[tuple[int, list[str]]]:
+    """A TCP server on the host's 127.0.0.1 that records whoever connects."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, addr = server.accept()
+            except OSError:
+                continue
+            seen.append(f"{addr[0]}:{addr[1]}")
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], seen
+    stop.set()
+    thread.join(2)
+    server.close()
+
+
+def test_network_is_unreachable(isolated: Sandbox, data_dir: Path, host_listener: tuple[int, list[str]]) -> None:
+    port, seen = host_listener
+    code = f"""\
+    import socket
+    targets = [("127.0.0.1", {port}), ("172.17.0.1", {port}), ("1.1.1.1", 53), ("8.8.8.8", 443)]
+    for host, port in targets:
+        try:
+            socket.create_connection((host, port), timeout=2).close()
+            print("REACHED", host, port)
+        except OSError as exc:
+            print("blocked", host, port, exc)
+    try:
+        print("RESOLVED", socket.getaddrinfo("pypi.org", 443))
+    except OSError as exc:
+        print("no dns", exc)
+    """
+    result = run(isolated, data_dir, code)
+    assert result.exit_code == 0, result.output
+    assert "REACHED" not in result.output and "RESOLVED" not in result.output
+    assert result.output.count("blocked") == 4
+    assert seen == []
+    assert_usable(isolated, data_dir)
+
+
+def test_host_environment_is_not_passed(isolated: Sandbox, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = f"sk-planted-{uuid.uuid4().hex}"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", secret)
+    code = """\
+    import glob, os
+    print(dict(os.environ))
+    for path in glob.glob("/proc/*/environ"):
+        try:
+            print(path, open(path, "rb").read().decode(errors="replace"))
+        except OSError as exc:
+            print(path, "unreadable", exc.strerror)
+    """
+    result = run(isolated, data_dir, code)
+    assert result.exit_code == 0, result.output
+    assert secret not in result.output
+    assert "API_KEY" not in result.output
+
+
+def test_hidden_answers_are_unreachable(isolated: Sandbox, task_dir: Path, data_dir: Path) -> None:
+    hidden = task_dir / "hidden" / "answers.txt"
+    code = f"""\
+    import os
+    candidates = [
+        "{hidden}",
+        "data/../hidden/answers.txt",
+        "../hidden/answers.txt",
+        os.path.join(os.path.dirname(os.path.realpath("data")), "hidden", "answers.txt"),
+        os.path.join(os.path.dirname(os.path.realpath("data/x.txt")), "..", "hidden", "answers.txt"),
+    ]
+    # A shallow search of the whole visible tree: the installed packages are deep and irrelevant.
+    for dirpath, dirnames, filenames in os.walk("/"):
+        depth = dirpath.count("/")
+        dirnames[:] = [d for d in dirnames if depth < 6 and d not in ("proc", "sys", "usr", "dev", "lib")]
+        if "answers.txt" in filenames:
+            candidates.append(os.path.join(dirpath, "answers.txt"))
+    for path in candidates:
+        try:
+            print("READ", path, open(path).read())
+        except OSError as exc:
+            print("denied", path, exc.strerror)
+    """
+    result = run(isolated, data_dir, code, Limits(time_s=30, memory_bytes=1 << 30))
+    assert result.exit_code == 0, result.output
+    assert SECRET_ANSWERS not in result.output
+    assert "READ" not in result.output
+
+
+def test_docker_socket_is_unreachable(isolated: Sandbox, data_dir: Path) -> None:
+    code = """\
+    import socket
+    for path in ["/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock"]:
+        s = socket.socket(socket.AF_UNIX)
+        try:
+            s.connect(path)
+            s.sendall(b"GET /version HTTP/1.0\\r\\n\\r\\n")
+            print("REACHED", path, s.recv(200))
+        except OSError as exc:
+            print("blocked", path, exc.strerror)
+    for port in (2375, 2376):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1)
+            print("REACHED tcp", port)
+        except OSError as exc:
+            print("blocked tcp", port, exc.strerror)
+    """
+    result = run(isolated, data_dir, code)
+    assert result.exit_code == 0, result.output
+    assert "REACHED" not in result.output
+
+
+def test_runs_as_unprivileged_user(isolated: Sandbox, data_dir: Path) -> None:
+    code = """\
+    import os
+    print("uid", os.getuid())
+    try:
+        open("/etc/weirdml-root-write", "w")
+        print("WROTE /etc")
+    except OSError as exc:
+        print("no write", exc.strerror)
+    """
+    result = run(isolated, data_dir, code)
+    assert "uid 0" not in result.output and "WROTE" not in result.output, result.output
+
+
+def test_memory_is_bounded(sandbox: Sandbox, data_dir: Path) -> None:
+    code = """\
+    blocks = []
+    try:
+        for _ in range(64):
+            blocks.append(bytearray(64 << 20))
+        print("ALLOCATED 4 GiB")
+    except MemoryError:
+        print("memory refused")
+    """
+    result = run(sandbox, data_dir, code, Limits(time_s=10, memory_bytes=512 << 20, max_processes=64))
+    assert "ALLOCATED" not in result.output, result.output
+    assert_usable(sandbox, data_dir)
+
+
+# Docker only ------------------------------------------------------------------------------------
+
+
+def test_docker_absent_daemon_is_a_sandbox_error(tmp_path: Path) -> None:
+    from pytest_weirdml.sandbox.docker import DockerSandbox
+
+    with pytest.raises(SandboxError, match=r"no Docker daemon at .*start dockerd or pass --weirdml-sandbox=local"):
+        DockerSandbox(base_url=f"unix://{tmp_path}/absent.sock")
+
+
+@pytest.fixture(scope="module")
+def docker_box() -> Iterator[Sandbox]:
+    box = _open("docker")
+    yield box
+    box.close()
+
+
+def test_docker_missing_image_names_the_build_command(docker_box: Sandbox) -> None:
+    from pytest_weirdml.sandbox.docker import DockerSandbox
+
+    with pytest.raises(SandboxError, match=r"python -m pytest_weirdml\.sandbox\.image build"):
+        DockerSandbox(image="weirdml-sandbox:not-built", client=docker_box.client)  # type: ignore[attr-defined]
+
+
+class _DaemonProxy:
+    """A unix-socket proxy in front of the real daemon, which the test can make vanish."""
+
+    def __init__(self, path: Path, target: str = "/var/run/docker.sock") -> None:
+        self.path, self.target = path, target
+        self.server = socket.socket(socket.AF_UNIX)
+        self.server.bind(str(path))
+        self.server.listen(16)
+        self.sockets: list[socket.socket] = [self.server]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.socket(socket.AF_UNIX)
+            upstream.connect(self.target)
+            self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(1 << 16):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def die(self) -> None:
+        for s in self.sockets:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+
+def test_docker_daemon_dying_mid_run_is_a_sandbox_error(docker_box: Sandbox, data_dir: Path, tmp_path: Path) -> None:
+    from pytest_weirdml.sandbox.docker import DockerSandbox
+
+    proxy = _DaemonProxy(tmp_path / "docker.sock")
+    box = DockerSandbox(base_url=f"unix://{proxy.path}")
+    threading.Timer(1.5, proxy.die).start()
+    with pytest.raises(SandboxError, match="Docker daemon"):
+        box.run("import time\nprint('working', flush=True)\ntime.sleep(4)\n", data_dir, QUICK)
+    # The real daemon still holds the container: the next session's start clears such leftovers.
+    api = docker_box.client.api  # type: ignore[attr-defined]
+    for info in api.containers(all=True, filters={"label": f"weirdml.session={box.session}"}):
+        api.remove_container(info["Id"], force=True)
+
+
+def test_docker_leftovers_of_a_crashed_session_are_removed(docker_box: Sandbox) -> None:
+    from pytest_weirdml.sandbox.docker import LABEL, OWNER_LABEL, DockerSandbox
+
+    api = docker_box.client.api  # type: ignore[attr-defined]
+    # A pid that cannot be alive: the owner of these containers has crashed.
+    dead = f"{socket.gethostname()}:{2**22 + 1}:0"
+    container = api.create_container(
+        docker_box.image,  # type: ignore[attr-defined]
+        command=["sleep", "600"],
+        labels={LABEL: "1", OWNER_LABEL: dead},
+        host_config=api.create_host_config(network_mode="none"),
+    )["Id"]
+    api.start(container)
+    fresh = DockerSandbox(client=docker_box.client)  # type: ignore[attr-defined]
+    assert container[:12] in fresh.leftovers_removed
+    assert api.containers(all=True, filters={"id": container}) == []
+    # A live session's containers are left alone.
+    assert docker_box.containers() == []  # type: ignore[attr-defined]
+
+
+def test_docker_gpu_is_a_device_request(docker_box: Sandbox, tmp_path: Path) -> None:
+    config = docker_box._host_config(tmp_path, tmp_path, QUICK, "3")  # type: ignore[attr-defined]
+    assert config["DeviceRequests"][0]["DeviceIDs"] == ["3"]
+    assert config["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
+    assert docker_box._env("3")["CUDA_VISIBLE_DEVICES"] == "0"  # type: ignore[attr-defined]
+    assert (config["NetworkMode"], config["ReadonlyRootfs"], config["CapDrop"]) == ("none", True, ["ALL"])
+
+
+# Choosing a backend -----------------------------------------------------------------------------
+
+
+def test_auto_falls_back_to_local_with_a_warning(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from pytest_weirdml.sandbox.choose import SandboxFallbackWarning, open_sandbox
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
+    with pytest.warns(SandboxFallbackWarning, match="local sandbox, because no Docker daemon"):
+        box = open_sandbox("auto")
+    assert box.name == "local"
+
+
+def test_local_without_cgroups_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_weirdml.sandbox import local
+
+    monkeypatch.setattr(local, "cgroups_usable", lambda: (False, "cgroups are read-only here"))
+    with pytest.warns(local.UnboundedWarning, match="cgroups are read-only here"):
+        box = local.LocalSandbox()
+    assert not box.cgroups
+
+
+def test_plugin_runs_a_task_in_the_docker_sandbox(pytester: pytest.Pytester, docker_box: Sandbox) -> None:
+    from helpers import write_tiny_task
+
+    write_tiny_task(pytester.path)
+    result = pytester.runpytest(
+        "--weirdml-model=reference",
+        "--weirdml-runs=1",
+        "--weirdml-sandbox=docker",
+        f"--weirdml-data-cache={pytester.path / 'cache'}",
+        f"--weirdml-reports={pytester.path / 'reports'}",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=1)
+
+
+def test_plugin_names_the_fix_when_docker_is_absent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    from helpers import write_tiny_task
+
+    write_tiny_task(pytester.path)
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{pytester.path}/absent.sock")
+    result = pytester.runpytest(
+        "--weirdml-model=reference",
+        "--weirdml-runs=1",
+        "--weirdml-sandbox=docker",
+        f"--weirdml-data-cache={pytester.path / 'cache'}",
+        f"--weirdml-reports={pytester.path / 'reports'}",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*no Docker daemon at*start dockerd or pass --weirdml-sandbox=local*"])
+
+
+def test_build_image_command_reuses_a_present_image(docker_box: Sandbox) -> None:
+    proc = subprocess.run(
+        ["python", "-m", "pytest_weirdml.sandbox.image", "build"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == docker_box.image  # type: ignore[attr-defined]
