@@ -74,8 +74,12 @@ def main() -> None:
     mode = "bubblewrap" if sandbox.isolated else "plain subprocess"
     print(f"local sandbox ({mode}), {args.n} runs each, medians:")
     print(f"  raw python solution.py : {med['raw'] * 1000:7.1f} ms")
-    print(f"  sandbox run            : {med['sandbox'] * 1000:7.1f} ms  (overhead {1000 * (med['sandbox'] - med['raw']):.1f} ms)")
-    print(f"  whole loop iteration   : {med['loop'] * 1000:7.1f} ms  (overhead {1000 * (med['loop'] - med['raw']):.1f} ms)")
+    print(
+        f"  sandbox run            : {med['sandbox'] * 1000:7.1f} ms  (overhead {1000 * (med['sandbox'] - med['raw']):.1f} ms)"
+    )
+    print(
+        f"  whole loop iteration   : {med['loop'] * 1000:7.1f} ms  (overhead {1000 * (med['loop'] - med['raw']):.1f} ms)"
+    )
     print(f"  ratio loop / raw       : {med['loop'] / med['raw']:.2f}x")
     if args.reference:
         with tempfile.TemporaryDirectory() as tmp:
@@ -84,8 +88,10 @@ def main() -> None:
             data = build_data(spec, cache)
             run = run_task(spec, data, resolve("reference"), sandbox, run=0)
             it = run.iterations[0]
-            print(f"reference iteration of {spec.name}: wall {it.wall_s:.1f} s, script {it.duration_s:.1f} s, "
-                  f"accuracy {it.score:.4f}")
+            print(
+                f"reference iteration of {spec.name}: wall {it.wall_s:.1f} s, script {it.duration_s:.1f} s, "
+                f"accuracy {it.score:.4f}"
+            )
 
 
 if __name__ == "__main__":

@@ -557,6 +557,29 @@ def test_local_without_cgroups_warns(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not box.cgroups
 
 
+def test_local_removes_cgroups_of_a_crashed_session() -> None:
+    from pytest_weirdml.sandbox import _cgroup
+
+    ok, why = _cgroup.cgroups_usable()
+    if not ok:
+        pytest.skip(f"no writable cgroups here: {why}")
+    group = _cgroup.RunCgroup.create(max_processes=8, memory_bytes=64 << 20)
+    # Named for a pid that cannot be alive, holding a process: a session killed with SIGKILL.
+    stale = [path.with_name(f"weirdml-{2**22 + 1}-0-stale") for path in group.dirs]
+    for path, new in zip(group.dirs, stale, strict=True):
+        path.rename(new)
+    sleeper = subprocess.Popen(["sleep", "600"], preexec_fn=_cgroup.RunCgroup(stale, group.version).enter)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            LocalSandbox()
+        assert sleeper.wait(5) == -9
+        assert not any(path.exists() for path in stale)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 def test_plugin_runs_a_task_in_the_docker_sandbox(pytester: pytest.Pytester, docker_box: Sandbox) -> None:
     from helpers import write_tiny_task
 

@@ -175,6 +175,32 @@ def run_cgroup(*, max_processes: int, memory_bytes: int) -> Iterator[RunCgroup]:
         group.remove()
 
 
+def remove_stale(root: Path = CGROUP_ROOT) -> list[str]:
+    """Empty and remove the run groups of processes that died without cleaning up (SIGKILL)."""
+    try:
+        own = _own_paths()
+    except OSError:
+        return []
+    if (root / "cgroup.controllers").exists():
+        bases = [(root / own.get("", "/").lstrip("/"), 2)]
+    else:
+        bases = [(root / c / own.get(c, "/").lstrip("/"), 1) for c in ("pids", "memory")]
+    removed = []
+    for base, version in bases:
+        try:
+            entries = [p for p in base.iterdir() if p.name.startswith("weirdml-") and p.is_dir()]
+        except OSError:
+            continue
+        for path in entries:
+            pid = path.name.split("-")[1]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                group = RunCgroup([path], version)
+                group.kill_all(timeout=2.0)
+                group.remove()
+                removed.append(str(path))
+    return removed
+
+
 def cgroups_usable() -> tuple[bool, str]:
     """Whether a run cgroup can be created here, and if not, why."""
     try:

@@ -35,7 +35,7 @@ from pytest_weirdml.sandbox import (
     Sandbox,
     requirement_names,
 )
-from pytest_weirdml.sandbox._cgroup import CgroupUnavailable, RunCgroup, cgroups_usable
+from pytest_weirdml.sandbox._cgroup import CgroupUnavailable, RunCgroup, cgroups_usable, remove_stale
 from pytest_weirdml.sandbox._output import CappedOutput
 
 SANDBOX_ROOT = "/sandbox"
@@ -85,6 +85,8 @@ class LocalSandbox(Sandbox):
                 stacklevel=2,
             )
         self.cgroups, why_no_cgroups = cgroups_usable()
+        if self.cgroups:
+            remove_stale()
         if not self.cgroups:
             bound = "not bounded at all (RLIMIT_NPROC does not apply to root)" if os.getuid() == 0 else "RLIMIT_NPROC"
             warnings.warn(
