@@ -73,13 +73,13 @@ def main() -> None:
     med = {name: statistics.median(v) for name, v in (("raw", raw), ("sandbox", boxed), ("loop", loop))}
     mode = "bubblewrap" if sandbox.isolated else "plain subprocess"
     print(f"local sandbox ({mode}), {args.n} runs each, medians:")
-    print(f"  raw python solution.py : {med['raw'] * 1000:7.1f} ms")
-    print(
-        f"  sandbox run            : {med['sandbox'] * 1000:7.1f} ms  (overhead {1000 * (med['sandbox'] - med['raw']):.1f} ms)"
-    )
-    print(
-        f"  whole loop iteration   : {med['loop'] * 1000:7.1f} ms  (overhead {1000 * (med['loop'] - med['raw']):.1f} ms)"
-    )
+    for name, label in (
+        ("raw", "raw python solution.py"),
+        ("sandbox", "sandbox run"),
+        ("loop", "whole loop iteration"),
+    ):
+        extra = f"  (overhead {1000 * (med[name] - med['raw']):.1f} ms)" if name != "raw" else ""
+        print(f"  {label:<23}: {med[name] * 1000:7.1f} ms{extra}")
     print(f"  ratio loop / raw       : {med['loop'] / med['raw']:.2f}x")
     if args.reference:
         with tempfile.TemporaryDirectory() as tmp:
