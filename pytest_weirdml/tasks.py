@@ -170,11 +170,13 @@ def _import_file(module_name: str, path: Path) -> ModuleType:
     module_spec = importlib.util.spec_from_file_location(module_name, path)
     assert module_spec is not None and module_spec.loader is not None
     module = importlib.util.module_from_spec(module_spec)
+    # Registered before it runs, as a normal import would be: dataclasses and pickling look it up.
+    sys.modules[module_name] = module
     try:
         module_spec.loader.exec_module(module)
     except Exception as exc:
+        del sys.modules[module_name]
         raise _fail(path, f"import failed: {type(exc).__name__}: {exc}") from exc
-    sys.modules[module_name] = module
     return module
 
 

@@ -1,11 +1,13 @@
 """Chess games between weak simulated players; predict who won from the move text.
 
-Each player looks one move ahead: it likes captures, checks and good squares, and it
-sometimes checks whether the square it moves to is defended, whether its own pieces hang
-and whether a check mates. Strength varies per player and decides how often it does those
-checks, how noisy its choices are and how often it plays a random move. A game stops at
-checkmate, a draw rule, a resignation once a player is far enough behind in material, or
-a loss on time. The label is the winner; the public text never carries the result.
+Each player may follow a few moves of a common opening, then looks one move ahead: it likes
+captures, checks and good squares, and it sometimes checks whether the square it moves to is
+defended, whether its own pieces hang and whether a check mates. Strength varies per player
+and decides how often it does those checks, how noisy its choices are and how often it plays
+a random move. A game stops at checkmate, a draw rule, an agreed draw, a resignation once a
+player is far enough behind in material, or a loss on time at a random move (which keeps the
+final material from deciding every game). The label is the winner; the public text never
+carries the result, and half the games lose their last move.
 """
 
 from __future__ import annotations
@@ -369,22 +371,22 @@ def play_game(seed_words: tuple[int, ...]) -> tuple[list[str], int, str]:
         deficit = _material(board, not us) - _material(board, us)
         # Players resign over material already lost or about to be lost (a piece that hangs).
         # A hanging piece counts half: it may still be saved.
+        # Early in a game players rarely give up; the urge grows smoothly with the move number.
         if (
-            board.ply() >= 60
+            board.ply() >= 24
             and deficit >= 2
             and deficit + 4.5 >= player.resign_at
             and deficit + _threat(board, us) / 200 >= player.resign_at
-            and rng.random() < RESIGN_P
+            and rng.random() < RESIGN_P * min(1.0, (board.ply() - 24) / 60)
         ):
             return san, winner, "resign"
         # Level endgames are sometimes agreed drawn.
         if board.ply() >= 40 and abs(deficit) <= 1 and _material(board, us) <= 20 and rng.random() < 0.03:
             return san, DRAW, "agreed"
-        book = {line[len(san)] for line in BOOK if len(line) > len(san) and line[: len(san)] == tuple(san)}
-        if len(san) < book_plies and book:
-            move = board.parse_san(rng.choice(sorted(book)))
-        else:
-            move = choose_move(board, player, rng)
+        book: set[str] = set()
+        if len(san) < book_plies:
+            book = {line[len(san)] for line in BOOK if len(line) > len(san) and line[: len(san)] == tuple(san)}
+        move = board.parse_san(rng.choice(sorted(book))) if book else choose_move(board, player, rng)
         text = san_of(board, move)
         board.push(move)
         if board.is_check():
@@ -399,16 +401,22 @@ def format_game(san: list[str]) -> str:
     return " ".join(parts)
 
 
-def _game_job(args: tuple[int, int]) -> tuple[str, int, str]:
+class Game(NamedTuple):
+    text: str  # the public move text
+    label: int
+    ending: str  # how the game ended: mate, resign, time, stalemate, repetition, ...
+    truncated: bool  # whether the last move was deleted from the text
+
+
+def _game_job(args: tuple[int, int]) -> Game:
     seed, index = args
-    san, label, how = play_game((seed, index))
+    san, label, ending = play_game((seed, index))
     # The truncation draw uses its own stream so it does not depend on how long the game was.
-    if np.random.default_rng((seed, index, 1)).random() < TRUNCATE_P and san:
-        san = san[:-1]
-    return format_game(san), label, how
+    truncated = bool(np.random.default_rng((seed, index, 1)).random() < TRUNCATE_P)
+    return Game(format_game(san[:-1] if truncated else san), label, ending, truncated)
 
 
-def generate(seed: int, n: int, workers: int | None = None) -> list[tuple[str, int, str]]:
+def generate(seed: int, n: int, workers: int | None = None) -> list[Game]:
     """Play ``n`` games; each game's seed depends only on (seed, index), not on the workers."""
     if chess is None:
         raise DataUnavailable("the chess_winners task needs the 'chess' package: pip install chess")
@@ -423,7 +431,7 @@ def generate(seed: int, n: int, workers: int | None = None) -> list[tuple[str, i
 def build(out: Path, seed: int, n_train: int = N_TRAIN, n_test: int = N_TEST, workers: int | None = None) -> np.ndarray:
     games = generate(seed, n_train + n_test, workers)
     train, test = games[:n_train], games[n_train:]
-    (out / "train_games.txt").write_text("".join(g + "\n" for g, _, _ in train), encoding="utf-8")
-    np.save(out / "train_labels.npy", np.array([label for _, label, _ in train], dtype=np.int64))
-    (out / "test_games.txt").write_text("".join(g + "\n" for g, _, _ in test), encoding="utf-8")
-    return np.array([label for _, label, _ in test], dtype=np.int64)
+    (out / "train_games.txt").write_text("".join(g.text + "\n" for g in train), encoding="utf-8")
+    np.save(out / "train_labels.npy", np.array([g.label for g in train], dtype=np.int64))
+    (out / "test_games.txt").write_text("".join(g.text + "\n" for g in test), encoding="utf-8")
+    return np.array([g.label for g in test], dtype=np.int64)
