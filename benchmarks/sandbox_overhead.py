@@ -12,6 +12,7 @@ each backend's overhead beyond the script's own run, and the docker sandbox's ra
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import subprocess
 import sys
@@ -88,9 +89,12 @@ def main() -> int:
                 raise SystemExit(f"docker run failed: {proc.stderr}")
 
         fns["raw docker run --rm"] = raw_run
-    medians = timed(fns, args.runs)
-    if docker_box is not None:
-        docker_box.close()
+    try:
+        medians = timed(fns, args.runs)
+    finally:
+        if docker_box is not None:
+            docker_box.close()
+        shutil.rmtree(root, ignore_errors=True)
 
     base = medians["script alone (host subprocess)"]
     print(f"median wall time over {args.runs} runs of a one-line script:")

@@ -47,9 +47,10 @@ print(target.read_bytes()[:20])
 
 
 def _hostile_session(pytester: pytest.Pytester, base_args: list[str], scripts: list[str]):  # type: ignore[no-untyped-def]
-    task = write_tiny_task(pytester.path, time_limit=3, iterations=len(scripts))
+    if not (pytester.path / "tasks" / "tiny").exists():
+        write_tiny_task(pytester.path, time_limit=3, iterations=len(scripts))
     replay = write_replay(pytester.path / "hostile.json", scripts)
-    return task, pytester.runpytest(f"--weirdml-model=replay:{replay}", "--weirdml-runs=1", *base_args)
+    return pytester.runpytest(f"--weirdml-model=replay:{replay}", "--weirdml-runs=1", *base_args)
 
 
 @needs_bwrap
@@ -61,12 +62,12 @@ def test_hostile_scripts_are_contained_and_scored_zero(
     # Build the data first so the hostile script can name the exact path of the hidden answers.
     from pytest_weirdml.tasks import build_data, load_task
 
-    task_dir = write_tiny_task(pytester.path / "prebuilt")
+    task_dir = write_tiny_task(pytester.path, time_limit=3, iterations=5)
     hidden = build_data(load_task(task_dir), cache).answers_path
     assert hidden.is_file()
     scripts = [ENDLESS, FLOOD, READ_KEY, READ_HIDDEN.format(hidden=str(hidden)), GOOD_SCRIPT]
     start = time.monotonic()
-    _, result = _hostile_session(pytester, base_args, scripts)
+    result = _hostile_session(pytester, base_args, scripts)
     result.assert_outcomes(passed=1)
     records = read_jsonl(session_dir(pytester) / "records.jsonl")
     assert [r["iteration"] for r in records] == [1, 2, 3, 4, 5]
@@ -101,7 +102,7 @@ def test_wrong_shape_and_malformed_predictions_score_zero_with_reason(
         "import numpy as np\nx = np.load('data/test_x.npy')\n"
         "np.savetxt('results/test_preds.txt', (x[:, :1] % 2).T, fmt='%d')",
     ]
-    _, result = _hostile_session(pytester, base_args, scripts)
+    result = _hostile_session(pytester, base_args, scripts)
     result.assert_outcomes(passed=1)
     reasons = [r["zero_reason"] for r in read_jsonl(session_dir(pytester) / "records.jsonl")]
     assert reasons[0] == "wrong shape: predictions (99,), expected (100,)"
@@ -115,7 +116,7 @@ def test_wrong_shape_and_malformed_predictions_score_zero_with_reason(
 @needs_bwrap
 def test_writing_into_data_is_refused(pytester: pytest.Pytester, base_args: list[str]) -> None:
     scripts = ["open('data/train_y.npy', 'wb').write(b'gone')", GOOD_SCRIPT]
-    _, result = _hostile_session(pytester, base_args, scripts)
+    result = _hostile_session(pytester, base_args, scripts)
     result.assert_outcomes(passed=1)
     first, second = read_jsonl(session_dir(pytester) / "records.jsonl")
     assert "Read-only file system" in first["output"] and first["zero_reason"].startswith("the script crashed")

@@ -190,7 +190,7 @@ class LocalSandbox(Sandbox):
             cmd = self._bwrap_command(work, data_dir, limits, gpu)
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         else:
-            _link_tree(data_dir, work / "data")
+            _copy_tree(data_dir, work / "data")
             (work / "data").chmod(0o555)
             (work / ".home").mkdir()
             cmd, env = [self.python, "-s", "solution.py"], self._env(str(work / ".home"), gpu)
@@ -309,13 +309,17 @@ def _owned(proc_dir: Path) -> bool:
         return False
 
 
-def _link_tree(src: Path, dst: Path) -> None:
-    """Give the script the public files: hard links where possible (no copy), else copies."""
+def _copy_tree(src: Path, dst: Path) -> None:
+    """Give the script its own copy of the public files.
+
+    Not hard links: the script's user owns them (or is root), so it could chmod a link and write
+    through it into the shared data cache.
+    """
     for path in src.iterdir():
         target = dst / path.name
-        try:
-            os.link(path, target)
-        except OSError:
+        if path.is_dir():
+            shutil.copytree(path, target)
+        else:
             shutil.copy2(path, target)
 
 

@@ -5,9 +5,11 @@ the hidden answer says, for each shuffled patch, which grid position (row-major)
 
 - ``variant="easy"``: grayscale Fashion-MNIST images (28x28, cropped to 27x27); training
   samples come from its training split, test samples from its test split.
-- ``variant="hard"``: RGB photographs bundled with scikit-image, scikit-learn and matplotlib;
-  random square regions, rescaled to 64x64 and maybe mirrored, then a random 27x27 crop. The
-  test photographs are different photographs from the training ones.
+- ``variant="hard"``: RGB photographs bundled with scikit-image, scikit-learn and matplotlib.
+  Each 64x64 scene shows most of a photograph (at least 60% of its shorter side, slightly
+  squeezed at times), downscaled, maybe mirrored or turned by 90 degrees, with mild colour
+  jitter; a random 27x27 window of it is the puzzle, re-drawn while most of its patches are flat.
+  The test photographs are different photographs from the training ones.
 
 shuffle_hard's ``task.toml`` points its builder at this file with ``variant = "hard"``, so the
 cutting and shuffling code exists once.
@@ -43,23 +45,36 @@ FASHION_ALL_FILES = (
     "t10k-labels-idx1-ubyte.gz",
 )
 
-# (package, path inside the package) of each photograph. Every file ships inside the wheels,
-# so nothing is downloaded. The two motorcycle images are a stereo pair: they stay together.
+# (package, path inside the package) of each colour photograph. Every file ships inside the
+# wheels, so nothing is downloaded. The test photographs are the busier, cluttered scenes, like
+# most photographs of Imagenette; motorcycle_right.png is left out, being motorcycle_left.png
+# seen from a few centimetres away.
 PHOTOS_TRAIN = (
     ("skimage", "data/astronaut.png"),
     ("skimage", "data/coffee.png"),
-    ("skimage", "data/rocket.jpg"),
-    ("skimage", "data/motorcycle_left.png"),
-    ("skimage", "data/motorcycle_right.png"),
-    ("sklearn", "datasets/images/china.jpg"),
-)
-PHOTOS_TEST = (
     ("skimage", "data/chelsea.png"),
+    ("skimage", "data/hubble_deep_field.jpg"),
+    ("skimage", "data/ihc.png"),
     ("sklearn", "datasets/images/flower.jpg"),
     ("matplotlib", "mpl-data/sample_data/grace_hopper.jpg"),
 )
+PHOTOS_TEST = (
+    ("skimage", "data/rocket.jpg"),
+    ("skimage", "data/motorcycle_left.png"),
+    ("sklearn", "datasets/images/china.jpg"),
+)
 PHOTO_PACKAGES = {"skimage": "scikit-image", "sklearn": "scikit-learn", "matplotlib": "matplotlib"}
 SCENE = 64
+# A scene shows at least this fraction of the photograph's shorter side (most of the photograph),
+# like a whole photograph downscaled to 64x64.
+MIN_REGION = 0.6
+# Crops whose 3x3 grid holds fewer than MIN_BUSY patches with pixel spread above FLAT_STD are
+# re-drawn: a window of plain sky or black space is no puzzle at all.
+FLAT_STD = 0.03
+MIN_BUSY = 5
+MAX_TRIES = 50
+# Chance that a scene is turned by a multiple of 90 degrees (a quarter of those stay upright).
+ROTATE_P = 0.5
 
 
 def cut_and_shuffle(images: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -125,35 +140,68 @@ def _photo_path(package: str, relative: str) -> Path:
     return path
 
 
-def _load_photo(package: str, relative: str) -> Image.Image:
+def _load_photo(package: str, relative: str) -> np.ndarray:
+    """(H, W, 3) float32 RGB pixels in [0, 1]."""
     with Image.open(_photo_path(package, relative)) as img:
-        return img.convert("RGB")
+        return np.asarray(img.convert("RGB"), dtype=np.float32) / 255.0
 
 
-def _photo_scenes(photos: tuple[tuple[str, str], ...], n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` 64x64 scenes: random square regions of random size, downscaled, mirrored half the time."""
-    sources = [_load_photo(package, relative) for package, relative in photos]
-    scenes = np.empty((n, SCENE, SCENE, 3), dtype=np.uint8)
-    for k in range(n):
-        src = sources[rng.integers(len(sources))]
-        w, h = src.size
-        # Log-uniform region size, from a quarter of the photograph up to all of it, so that a
-        # 64x64 scene shows about as much as a small downscaled photograph does.
-        low = max(SCENE * 1.25, min(h, w) / 4)
-        side = round(float(np.exp(rng.uniform(np.log(low), np.log(min(h, w))))))
-        top, left = rng.integers(h - side + 1), rng.integers(w - side + 1)
-        box = (int(left), int(top), int(left + side), int(top + side))
-        # reducing_gap: a cheap box pre-reduction before Lanczos keeps big regions fast to downscale.
-        scene = np.asarray(src.resize((SCENE, SCENE), Image.Resampling.LANCZOS, box=box, reducing_gap=2.0))
-        scenes[k] = scene[:, ::-1] if rng.random() < 0.5 else scene
-    return scenes
+def _bilinear(pixels: np.ndarray, box: tuple[float, float, float, float]) -> np.ndarray:
+    """Bilinear samples of ``box`` on a 64x64 grid, without low-pass filtering first."""
+    left, top, right, bottom = box
+    ys = np.clip(top + (np.arange(SCENE) + 0.5) * (bottom - top) / SCENE - 0.5, 0, pixels.shape[0] - 1)
+    xs = np.clip(left + (np.arange(SCENE) + 0.5) * (right - left) / SCENE - 0.5, 0, pixels.shape[1] - 1)
+    y0, x0 = np.minimum(ys.astype(int), pixels.shape[0] - 2), np.minimum(xs.astype(int), pixels.shape[1] - 2)
+    fy, fx = (ys - y0)[:, None, None], (xs - x0)[None, :, None]
+    top_row = pixels[y0][:, x0] * (1 - fx) + pixels[y0][:, x0 + 1] * fx
+    bottom_row = pixels[y0 + 1][:, x0] * (1 - fx) + pixels[y0 + 1][:, x0 + 1] * fx
+    return top_row * (1 - fy) + bottom_row * fy
+
+
+def _scene(src: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One 64x64 (64, 64, 3) float scene: most of a photograph, downscaled, flipped, rotated, jittered."""
+    h, w = src.shape[:2]
+    short = min(h, w)
+    # A region covering most of the photograph, not always square: a 64x64 version of a photograph
+    # is often a slightly squeezed whole photograph.
+    side = rng.uniform(MIN_REGION, 1.0) * short
+    aspect = float(np.exp(rng.uniform(-0.25, 0.25)))
+    rw, rh = min(w, side * aspect), min(h, side / aspect)
+    left, top = rng.uniform(0, w - rw), rng.uniform(0, h - rh)
+    box = (left, top, left + rw, top + rh)
+    # Plain bilinear sampling without a low-pass filter first (as torchvision's tensor Resize did
+    # by default, and cv2.resize does): fine detail survives as aliasing instead of being blurred.
+    scene = _bilinear(src, box)
+    if rng.random() < 0.5:
+        scene = scene[:, ::-1]
+    scene = np.rot90(scene, k=int(rng.integers(4)) if rng.random() < ROTATE_P else 0)
+    # Mild photometric jitter: exposure, contrast, saturation and white balance.
+    gray = scene.mean(-1, keepdims=True)
+    scene = gray + (scene - gray) * rng.uniform(0.75, 1.25)
+    scene = scene.mean() + (scene - scene.mean()) * rng.uniform(0.8, 1.2)
+    scene = scene * rng.uniform(0.8, 1.2) * rng.uniform(0.92, 1.08, size=3)
+    return np.clip(scene, 0.0, 1.0)
+
+
+def _busy(crop: np.ndarray) -> bool:
+    """Enough of the 9 patches of a (27, 27, 3) crop show more than a flat colour."""
+    patches = crop.reshape(GRID, PATCH, GRID, PATCH, 3).transpose(0, 2, 1, 3, 4).reshape(9, -1, 3)
+    return int((patches.std(axis=1).mean(-1) > FLAT_STD).sum()) >= MIN_BUSY
 
 
 def _photo_images(photos: tuple[tuple[str, str], ...], n: int, rng: np.random.Generator) -> np.ndarray:
-    scenes = _photo_scenes(photos, n, rng)
-    tops, lefts = rng.integers(SCENE - SIDE + 1, size=(2, n))
-    crops = np.stack([s[t : t + SIDE, left : left + SIDE] for s, t, left in zip(scenes, tops, lefts, strict=True)])
-    return crops.transpose(0, 3, 1, 2).astype(np.float32) / 255.0
+    """``n`` (3, 27, 27) random windows of 64x64 scenes made from ``photos``, flat ones re-drawn."""
+    sources = [_load_photo(package, relative) for package, relative in photos]
+    images = np.empty((n, 3, SIDE, SIDE), dtype=np.float32)
+    for k in range(n):
+        for _ in range(MAX_TRIES):
+            scene = _scene(sources[rng.integers(len(sources))], rng)
+            top, left = rng.integers(SCENE - SIDE + 1, size=2)
+            crop = scene[top : top + SIDE, left : left + SIDE]
+            if _busy(crop):
+                break
+        images[k] = np.round(crop * 255).transpose(2, 0, 1) / 255.0
+    return images
 
 
 def build(

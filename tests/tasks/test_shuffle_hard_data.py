@@ -112,6 +112,31 @@ def test_position_is_not_given_by_the_patch_alone(data: TaskData) -> None:
     assert per_position.max() - per_position.min() < 0.05
 
 
+def test_windows_are_not_flat(data: TaskData, build: Callable[..., np.ndarray]) -> None:
+    """Flat windows (plain sky, black space) are re-drawn: most patches of every sample show detail."""
+    flat_std, min_busy = build.__globals__["FLAT_STD"], build.__globals__["MIN_BUSY"]
+    for name in ("train_data.npy", "test_data.npy"):
+        x = _load(data, name)
+        busy = (x.reshape(len(x), 9, 3, -1).std(-1).mean(-1) > flat_std - 0.002).sum(1)
+        assert busy.min() >= min_busy, name
+        # Still natural photographs: plenty of flat patches remain inside busy windows.
+        assert 0.03 < (busy < 9).mean() < 0.9, name
+
+
+def test_seams_alone_do_not_solve_it(data: TaskData) -> None:
+    """Downscaled whole photographs are busy: the best-matching right neighbour of a patch (by the
+    step across the seam) is often not the true one. Crops of smooth close-ups made this ~0.95."""
+    x, labels = _load(data, "test_data.npy"), data.answers()
+    grid = _grid(x, labels)
+    right = grid[:, :, :, :, -1]  # (N, 9, 3, 9)
+    left = grid[:, :, :, :, 0]
+    cost = np.abs(right[:, :, None] - left[:, None]).mean((-1, -2))  # (N, 9, 9): patch a, then patch b
+    cost[:, np.arange(9), np.arange(9)] = np.inf
+    pairs = [a for a, _ in H_SEAMS]
+    hits = cost[:, pairs].argmin(-1) == np.array([b for _, b in H_SEAMS])
+    assert 0.3 < hits.mean() < 0.85, hits.mean()
+
+
 def test_samples_are_distinct(data: TaskData) -> None:
     x, xt = _load(data, "train_data.npy"), _load(data, "test_data.npy")
     train_keys = {np.sort(s.reshape(9, -1), axis=0).tobytes() for s in x}
@@ -122,8 +147,22 @@ def test_samples_are_distinct(data: TaskData) -> None:
 
 def test_train_and_test_photographs_are_disjoint(build: Callable[..., np.ndarray]) -> None:
     train, test = build.__globals__["PHOTOS_TRAIN"], build.__globals__["PHOTOS_TEST"]
-    assert len(train) >= 3 and len(test) >= 2
+    assert len(train) >= 5 and len(test) >= 3
     assert not set(train) & set(test)
+    # The stereo pair would leak one scene into both splits.
+    names = {Path(relative).stem for _, relative in train + test}
+    assert not {"motorcycle_left", "motorcycle_right"} <= names
+
+
+def test_scenes_show_most_of_a_photograph(build: Callable[..., np.ndarray]) -> None:
+    g = build.__globals__
+    assert g["MIN_REGION"] >= 0.6
+    photo = g["_load_photo"](*g["PHOTOS_TEST"][0])
+    rng = np.random.default_rng(0)
+    scenes = np.stack([g["_scene"](photo, rng) for _ in range(20)])
+    assert scenes.shape == (20, 64, 64, 3) and scenes.min() >= 0.0 and scenes.max() <= 1.0
+    # A 64x64 view of a whole photograph is busy: neighbouring pixels differ noticeably.
+    assert np.abs(np.diff(scenes, axis=2)).mean() > 0.02
 
 
 def test_answers_not_in_public_files(data: TaskData) -> None:
