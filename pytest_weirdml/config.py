@@ -13,6 +13,7 @@ import pytest
 
 from pytest_weirdml import models
 from pytest_weirdml.models import Catalog
+from pytest_weirdml.sandbox import gpus
 
 SANDBOXES = ("auto", "docker", "local")
 
@@ -38,6 +39,13 @@ def _seconds(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"--weirdml-time-limit must be > 0, got {value:g}")
     return value
+
+
+def _gpus(text: str) -> tuple[str, ...]:
+    try:
+        return gpus.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _fraction(text: str) -> float:
@@ -114,6 +122,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="build the docker sandbox's image before the session unless it is built already; the same "
         "as `python -m pytest_weirdml.sandbox.image build` (default: off).",
+    )
+    group.addoption(
+        "--weirdml-gpus",
+        dest="weirdml_gpus",
+        type=_gpus,
+        default=None,
+        metavar="auto|none|0,1,...",
+        help="GPUs for the scripts, one per xdist worker (round-robin): auto = every GPU nvidia-smi "
+        "lists, none = CPU only (default: auto).",
     )
     group.addoption(
         "--weirdml-python",
@@ -217,6 +234,7 @@ class Settings:
     leaderboard: Path | None = None
     catalog: Catalog = field(default_factory=Catalog)
     cache_dir: Path | None = None
+    gpus: tuple[str, ...] = ()
 
     @property
     def session_dir(self) -> Path:
@@ -285,4 +303,5 @@ def settings_from(config: pytest.Config, session: str) -> Settings:
         leaderboard=_leaderboard(opt.weirdml_leaderboard),
         catalog=catalog,
         cache_dir=responses.resolve() if responses else None,
+        gpus=opt.weirdml_gpus if opt.weirdml_gpus is not None else gpus.detect(),
     )

@@ -99,6 +99,8 @@ class LoopSettings:
     time_limit_s: float | None = None
     limits: Limits = field(default_factory=Limits)
     gpu: str | None = None
+    # How the system prompt names the hardware when a GPU is leased (the sandbox's own text otherwise).
+    device: str | None = None
     session: str = ""
 
 
@@ -119,6 +121,8 @@ def run_task(
     limits = replace(settings.limits, time_s=time_limit)
     answers = data.answers()
     env = sandbox.environment()
+    if settings.device:
+        env = replace(env, device=settings.device)
     messages = [
         Message("system", system_prompt(task, env, iterations, time_limit)),
         Message("user", task.prompt),
