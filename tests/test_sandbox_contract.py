@@ -53,13 +53,15 @@ def sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
     box.close()
 
 
-@pytest.fixture
-def isolated(sandbox: Sandbox) -> Sandbox:
-    """The cases that need isolation; the local plain-subprocess fallback does not offer it."""
-    if not sandbox.isolated:
-        why = getattr(sandbox, "why_not_isolated", "") or "isolation turned off"
-        pytest.skip(f"{sandbox.name} sandbox is not isolated here: {why}")
-    return sandbox
+@pytest.fixture(scope="module", params=[b for b in BACKENDS if b != "local-plain"])
+def isolated(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
+    """The cases that need isolation run on the backends that promise it (not the plain fallback)."""
+    box = _open(request.param)
+    if not box.isolated:
+        why = getattr(box, "why_not_isolated", "") or "isolation turned off"
+        pytest.skip(f"{box.name} sandbox is not isolated here: {why}")
+    yield box
+    box.close()
 
 
 @pytest.fixture(scope="module")
