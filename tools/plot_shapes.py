@@ -31,9 +31,7 @@ def plot_task(name: str, per_class: int, out_dir: Path) -> Path:
         load_builder(spec)(Path(tmp), spec.seed, **spec.params)
         data = np.load(Path(tmp) / "train_data.npy")
         flags = np.load(Path(tmp) / "train_flags.npy")
-    fig, axes = plt.subplots(
-        len(CLASSES), per_class, figsize=(1.6 * per_class, 1.6 * len(CLASSES)), squeeze=False
-    )
+    fig, axes = plt.subplots(len(CLASSES), per_class, figsize=(1.6 * per_class, 1.6 * len(CLASSES)), squeeze=False)
     for label, row in enumerate(axes):
         for ax, index in zip(row, np.flatnonzero(flags == label)[:per_class], strict=False):
             ax.scatter(data[index, :, 0], data[index, :, 1], s=1.5, c="k", linewidths=0)

@@ -22,11 +22,13 @@ N_POINTS = 512
 CLASSES = ("circle", "square", "triangle", "pentagon", "star")
 STAR_INNER = 0.4  # inner/outer radius of the star; a regular pentagram would be 0.382
 EASY_RADIUS = 0.35  # circumradius of every shape in shapes_easy
-HARD_RADIUS = (0.12, 0.45)  # range of the circumradius in shapes_hard (log-uniform)
+HARD_RADIUS = (0.15, 0.45)  # range of the circumradius in shapes_hard (log-uniform)
 MIN_VISIBLE = 0.6  # in shapes_hard, at least this fraction of the outline lies inside the square
-SHAPE_FRACTION = (0.05, 0.6)  # range of the share of a sample's points that lie on the outline
 JITTER = (0.015, 0.08)  # range of the jitter's standard deviation, relative to the circumradius
-PARTIAL = 0.2  # chance that only one or two edges (or arcs) of the outline carry points
+# Indexed by `hard`. A random pose already hides much of what a fixed pose gives away, so
+# shapes_hard gets more points on the outline and fewer outlines cut down to one or two edges.
+SHAPE_FRACTION = {False: (0.05, 0.6), True: (0.2, 0.8)}  # share of a sample's points on the outline
+PARTIAL = {False: 0.2, True: 0.1}  # chance that only one or two edges (or arcs) carry points
 STRUCTURED = 0.7  # chance that part of the noise forms clumps or bands
 
 
@@ -60,9 +62,9 @@ def _on_outline(label: int, t: np.ndarray) -> np.ndarray:
     return verts[i] * (1 - frac) + verts[i + 1] * frac
 
 
-def _support(rng: np.random.Generator, label: int) -> list[tuple[float, float]]:
+def _support(rng: np.random.Generator, label: int, hard: bool) -> list[tuple[float, float]]:
     """Intervals of t where this sample's outline points may fall."""
-    if rng.random() >= PARTIAL:
+    if rng.random() >= PARTIAL[hard]:
         return [(0.0, 1.0)]
     count = int(rng.integers(1, 3))
     if label == 0:
@@ -99,7 +101,7 @@ def _inside(p: np.ndarray) -> np.ndarray:
 
 def _noise(rng: np.random.Generator, n: int) -> np.ndarray:
     """Uniform background, with clumps or bands in most samples; all inside the unit square."""
-    n_struct = int(round(n * rng.uniform(0.15, 0.7))) if rng.random() < STRUCTURED else 0
+    n_struct = round(n * rng.uniform(0.15, 0.7)) if rng.random() < STRUCTURED else 0
     pieces = [rng.random((n - n_struct, 2))]
     if n_struct:
         n_groups = int(rng.integers(1, 4))
@@ -128,9 +130,7 @@ def _group(rng: np.random.Generator, n: int) -> np.ndarray:
 
         def draw(m: int) -> np.ndarray:
             return (
-                through
-                + rng.uniform(-half, half, size=(m, 1)) * along
-                + rng.normal(0.0, width, size=(m, 1)) * across
+                through + rng.uniform(-half, half, size=(m, 1)) * along + rng.normal(0.0, width, size=(m, 1)) * across
             )
 
     while len(kept) < n:
@@ -152,7 +152,7 @@ def _placement(rng: np.random.Generator, hard: bool) -> tuple[float, np.ndarray,
 
 
 def _sample(rng: np.random.Generator, label: int, hard: bool) -> np.ndarray:
-    n_shape = int(round(N_POINTS * rng.uniform(*SHAPE_FRACTION)))
+    n_shape = round(N_POINTS * rng.uniform(*SHAPE_FRACTION[hard]))
     while True:
         radius, centre, angle = _placement(rng, hard)
         rot = np.array([[np.cos(angle), np.sin(angle)], [-np.sin(angle), np.cos(angle)]])
@@ -161,7 +161,7 @@ def _sample(rng: np.random.Generator, label: int, hard: bool) -> np.ndarray:
             probe = _on_outline(label, np.arange(400) / 400) * radius @ rot + centre
             if _inside(probe).mean() < MIN_VISIBLE:
                 continue
-        support = _support(rng, label)
+        support = _support(rng, label, hard)
         got = np.empty((0, 2))
         for _ in range(8):
             clean = _on_outline(label, _outline_t(rng, support, 2 * n_shape)) * radius @ rot + centre

@@ -1,9 +1,10 @@
-"""shapes_easy reference: a PointNet (shared per-point MLP, max + mean pooling) with flip TTA.
+"""shapes_easy reference: a 2-D histogram of each cloud and a small CNN, mirror augmentation.
 
-Every shape is centred, upright and of one size, so a per-point network can learn where each
-outline runs; mean pooling lets it weigh how many points fall there against the noise.
-A left-right mirror keeps every class (all five shapes are symmetric about the vertical axis),
-so it serves as augmentation and test-time augmentation.
+Every shape is centred, upright and of one size, so where the points pile up says which outline
+they follow; a histogram keeps those counts (the noise is spread thinner), and the network keeps
+position by flattening its last feature map instead of pooling it. A left-right mirror keeps every
+class (all five shapes are symmetric about the vertical axis), so it serves as augmentation and
+test-time augmentation; small shifts and scalings stand in for the jitter.
 """
 
 from __future__ import annotations
@@ -18,16 +19,20 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 START = time.time()
-BUDGET_S = 75.0  # training stops here, leaving room for prediction on a loaded machine
+BUDGET_S = 60.0  # training stops here, leaving room for prediction on a loaded machine
+BINS = 32
+LO, HI = 0.0, 1.0
 torch.manual_seed(0)
 np.random.seed(0)
-torch.set_num_threads(os.cpu_count() or 1)
+cores = os.cpu_count() or 1
+# Threads that spin on cores other processes are using slow training several-fold.
+torch.set_num_threads(cores if os.getloadavg()[0] < cores else 1)
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
-x_all = np.load("data/train_data.npy").astype(np.float32) - 0.5
+x_all = np.load("data/train_data.npy").astype(np.float32)
 y_all = np.load("data/train_flags.npy").astype(np.int64)
-x_test = np.load("data/test_data.npy").astype(np.float32) - 0.5
-print(f"train {x_all.shape}, test {x_test.shape}, device {device}")
+x_test = np.load("data/test_data.npy").astype(np.float32)
+print(f"train {x_all.shape}, test {x_test.shape}, device {device}, threads {torch.get_num_threads()}")
 
 perm = np.random.permutation(len(x_all))
 n_val = 100
@@ -39,46 +44,62 @@ yv = torch.tensor(y_all[val_idx], device=device)
 xs = torch.tensor(x_test, device=device)
 
 
-class PointNet(nn.Module):
-    def __init__(self, width: int = 256) -> None:
+def histogram(points: torch.Tensor) -> torch.Tensor:
+    """(N, P, 2) points -> (N, 1, BINS, BINS) square-rooted counts."""
+    u = (points - LO) / (HI - LO)
+    keep = ((u >= 0) & (u < 1)).all(dim=2).float()
+    idx = (u.clamp(0, 1 - 1e-6) * BINS).long()
+    flat = idx[..., 1] * BINS + idx[..., 0]
+    counts = torch.zeros(len(points), BINS * BINS, device=points.device)
+    counts.scatter_add_(1, flat, keep)
+    return counts.view(-1, 1, BINS, BINS).sqrt()
+
+
+def augment(points: torch.Tensor) -> torch.Tensor:
+    """Random left-right mirror, plus a small scaling and shift about the centre."""
+    n = len(points)
+    mirror = torch.where(torch.rand(n, 1, device=device) < 0.5, -1.0, 1.0)
+    scale = 1 + 0.03 * torch.randn(n, 1, 1, device=device)
+    shift = 0.01 * torch.randn(n, 1, 2, device=device)
+    centred = points - 0.5
+    centred = torch.stack([centred[..., 0] * mirror, centred[..., 1]], dim=2)
+    return centred * scale + 0.5 + shift
+
+
+def block(cin: int, cout: int) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(), nn.MaxPool2d(2))
+
+
+class HistCNN(nn.Module):
+    def __init__(self) -> None:
         super().__init__()
-        self.point = nn.Sequential(
-            nn.Conv1d(2, 64, 1), nn.BatchNorm1d(64), nn.ReLU(),
-            nn.Conv1d(64, 128, 1), nn.BatchNorm1d(128), nn.ReLU(),
-            nn.Conv1d(128, width, 1), nn.BatchNorm1d(width), nn.ReLU(),
-        )
+        self.features = nn.Sequential(block(1, 16), block(16, 32), block(32, 64))
         self.head = nn.Sequential(
-            nn.Linear(2 * width, 256), nn.BatchNorm1d(256), nn.ReLU(), nn.Dropout(0.4), nn.Linear(256, 5)
+            nn.Flatten(), nn.Dropout(0.3), nn.Linear(64 * (BINS // 8) ** 2, 128), nn.ReLU(), nn.Linear(128, 5)
         )
 
-    def forward(self, pts: torch.Tensor) -> torch.Tensor:
-        feats = self.point(pts.transpose(1, 2))
-        return self.head(torch.cat([feats.amax(dim=2), feats.mean(dim=2)], dim=1))
+    def forward(self, hist: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(hist))
 
 
-def augment(batch: torch.Tensor) -> torch.Tensor:
-    flip = (torch.rand(len(batch), 1, 1, device=batch.device) < 0.5).float()
-    batch = torch.cat([batch[..., :1] * (1 - 2 * flip), batch[..., 1:]], dim=2)
-    scale = 1 + 0.03 * torch.randn(len(batch), 1, 1, device=batch.device)
-    return batch * scale + 0.003 * torch.randn_like(batch)
-
-
-def predict(model: nn.Module, data: torch.Tensor) -> torch.Tensor:
+def predict(model: nn.Module, points: torch.Tensor) -> torch.Tensor:
+    """Class probabilities averaged over the cloud and its mirror image."""
     model.eval()
+    probs = torch.zeros(len(points), 5, device=device)
     with torch.no_grad():
-        mirrored = torch.cat([-data[..., :1], data[..., 1:]], dim=2)
-        return F.softmax(model(data), 1) + F.softmax(model(mirrored), 1)
+        for start in range(0, len(points), 250):
+            hist = histogram(points[start : start + 250])
+            for h in (hist, hist.flip(3)):
+                probs[start : start + 250] += F.softmax(model(h), dim=1)
+    return probs / 2
 
 
-model = PointNet().to(device)
-opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
-batch_size = 32
-peak_lr = 2e-3
+model = HistCNN().to(device)
+opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)
+peak_lr = 3e-3
+batch_size = 50
 epoch = 0
-while True:
-    elapsed = time.time() - START
-    if elapsed > BUDGET_S:
-        break
+while time.time() - START < BUDGET_S:
     model.train()
     order = torch.randperm(len(xt), device=device)
     total = 0.0
@@ -89,17 +110,22 @@ while True:
         for group in opt.param_groups:
             group["lr"] = lr
         idx = order[i : i + batch_size]
-        loss = F.cross_entropy(model(augment(xt[idx])), yt[idx], label_smoothing=0.05)
+        loss = F.cross_entropy(model(histogram(augment(xt[idx]))), yt[idx], label_smoothing=0.05)
         opt.zero_grad()
         loss.backward()
         opt.step()
         total += loss.item() * len(idx)
     epoch += 1
-    val_acc = (predict(model, xv).argmax(1) == yv).float().mean().item()
-    print(f"epoch {epoch:3d}  t={time.time() - START:5.1f}s  lr={lr:.2e}  loss={total / len(xt):.4f}  val_acc={val_acc:.3f}")
+    line = f"epoch {epoch:3d}  t={time.time() - START:5.1f}s  lr={lr:.2e}  loss={total / len(xt):.4f}"
+    if epoch % 5 == 0:
+        val_acc = (predict(model, xv).argmax(1) == yv).float().mean().item()
+        line += f"  val_acc={val_acc:.3f}"
+    print(line)
 
-probs = torch.cat([predict(model, xs[i : i + 250]) for i in range(0, len(xs), 250)])
-preds = probs.argmax(1).cpu().numpy()
+val_acc = (predict(model, xv).argmax(1) == yv).float().mean().item()
+print(f"final val_acc={val_acc:.3f} after {epoch} epochs")
+preds = predict(model, xs).argmax(1).cpu().numpy()
 os.makedirs("results", exist_ok=True)
 np.savetxt("results/test_preds.txt", preds, fmt="%d")
-print(f"wrote {len(preds)} predictions, class counts {np.bincount(preds, minlength=5).tolist()}, total {time.time() - START:.1f}s")
+counts = np.bincount(preds, minlength=5).tolist()
+print(f"wrote {len(preds)} predictions, class counts {counts}, total {time.time() - START:.1f}s")

@@ -1,0 +1,124 @@
+"""shapes_easy: the built files, their determinism, and the behaviour the task promises."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_weirdml.tasks import TaskData, load_builder, load_task
+
+TASKS_DIR = Path(__file__).resolve().parents[2] / "tasks"
+
+TASK = "shapes_easy"
+N, POINTS, CLASSES = 1000, 512, 5
+
+
+@pytest.fixture(scope="module")
+def data(built) -> TaskData:  # type: ignore[no-untyped-def]
+    return built(TASK)
+
+
+def load(data: TaskData, name: str) -> np.ndarray:
+    return np.load(data.public_dir / name, allow_pickle=False)
+
+
+def histograms(points: np.ndarray, bins: int = 16) -> np.ndarray:
+    """Square-rooted 2-D counts over the unit square, one flat row per cloud."""
+    idx = np.clip((points * bins).astype(np.int64), 0, bins - 1)
+    flat = idx[..., 1] * bins + idx[..., 0]
+    counts = np.stack([np.bincount(row, minlength=bins * bins) for row in flat])
+    return np.sqrt(counts)
+
+
+def nearest_centroid_accuracy(data: TaskData) -> float:
+    """A deliberately simple model: class-mean histograms, test clouds go to the nearest mean."""
+    train = histograms(load(data, "train_data.npy"))
+    flags = load(data, "train_flags.npy")
+    test = histograms(load(data, "test_data.npy"))
+    centroids = np.stack([train[flags == c].mean(axis=0) for c in range(CLASSES)])
+    preds = ((test[:, None, :] - centroids[None]) ** 2).sum(axis=2).argmin(axis=1)
+    return float(np.mean(preds == data.answers()))
+
+
+def test_spec() -> None:
+    spec = load_task(TASKS_DIR / TASK)
+    assert spec.markers == ("shapes", "points", "easy")
+    assert spec.public_files == ("train_data.npy", "train_flags.npy", "test_data.npy")
+    assert spec.builder == TASKS_DIR / TASK / "data.py"
+    assert dict(spec.params) == {}
+    assert spec.reference_path.is_file()
+
+
+def test_files_shapes_and_dtypes(data: TaskData) -> None:
+    train, flags, test = (load(data, f) for f in ("train_data.npy", "train_flags.npy", "test_data.npy"))
+    assert train.shape == (N, POINTS, 2) and np.issubdtype(train.dtype, np.floating)
+    assert test.shape == (N, POINTS, 2) and np.issubdtype(test.dtype, np.floating)
+    assert flags.shape == (N,) and np.issubdtype(flags.dtype, np.integer)
+    answers = data.answers()
+    assert answers.shape == (N,) and np.issubdtype(answers.dtype, np.integer)
+
+
+def test_classes_balanced(data: TaskData) -> None:
+    assert np.bincount(load(data, "train_flags.npy"), minlength=CLASSES).tolist() == [200] * CLASSES
+    assert np.bincount(data.answers(), minlength=CLASSES).tolist() == [200] * CLASSES
+
+
+def test_points_inside_unit_square(data: TaskData) -> None:
+    for name in ("train_data.npy", "test_data.npy"):
+        points = load(data, name)
+        assert np.isfinite(points).all()
+        assert points.min() >= 0.0 and points.max() <= 1.0
+
+
+def test_answers_not_in_public_files(data: TaskData) -> None:
+    answers = data.answers()
+    flags = load(data, "train_flags.npy")
+    assert np.mean(flags == answers) < 0.4
+    # Neither the order of the test set nor any byte pattern of the public files gives them away.
+    assert not np.array_equal(answers, np.sort(answers))
+    assert np.mean(answers == np.arange(N) % CLASSES) < 0.4
+    for dtype in (np.int64, np.int32, np.uint8, np.float32, np.float64):
+        needle = answers.astype(dtype).tobytes()
+        for path in data.public_dir.iterdir():
+            assert needle not in path.read_bytes(), f"answers as {dtype.__name__} found in {path.name}"
+
+
+def test_order_of_points_is_random(data: TaskData) -> None:
+    """The first and last halves of each cloud hold the same share of outline and noise."""
+    train = load(data, "train_data.npy")
+    first = histograms(train[:, : POINTS // 2]).sum(axis=0)
+    last = histograms(train[:, POINTS // 2 :]).sum(axis=0)
+    assert np.corrcoef(first, last)[0, 1] > 0.98
+
+
+def test_simple_model_finds_the_fixed_shapes(data: TaskData) -> None:
+    """Shapes sit at one place, so even class-mean histograms tell them apart well."""
+    assert nearest_centroid_accuracy(data) > 0.85
+
+
+def test_raw_coordinates_carry_no_position_signal(data: TaskData) -> None:
+    """Each coordinate slot, averaged per class, is the same: a model on raw slots has nothing to use."""
+    train, flags = load(data, "train_data.npy"), load(data, "train_flags.npy")
+    per_class = np.stack([train[flags == c].mean(axis=0) for c in range(CLASSES)])
+    assert np.abs(per_class - per_class.mean(axis=0)).max() < 0.1
+
+
+def check_deterministic(task: str, tmp_path: Path) -> None:
+    """Same seed: the same bytes; another seed: every file changes."""
+    spec = load_task(TASKS_DIR / task)
+    build = load_builder(spec)
+    runs = {}
+    for name, seed in (("a", 0), ("b", 0), ("c", 1)):
+        out = tmp_path / name
+        out.mkdir()
+        answers = build(out, seed, **spec.params)
+        runs[name] = {p.name: p.read_bytes() for p in out.iterdir()} | {"answers": answers.tobytes()}
+    assert runs["a"] == runs["b"]
+    for key in runs["a"]:
+        assert runs["a"][key] != runs["c"][key], f"{key} does not change with the seed"
+
+
+def test_deterministic(tmp_path: Path) -> None:
+    check_deterministic(TASK, tmp_path)

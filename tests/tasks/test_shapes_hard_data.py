@@ -1,0 +1,90 @@
+"""shapes_hard: the shared builder in hard mode, its files, determinism and promised behaviour."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_shapes_easy_data import TASKS_DIR, check_deterministic, load, nearest_centroid_accuracy
+
+from pytest_weirdml.tasks import TaskData, load_task
+
+TASK = "shapes_hard"
+N, POINTS, CLASSES = 1000, 512, 5
+
+
+@pytest.fixture(scope="module")
+def data(built) -> TaskData:  # type: ignore[no-untyped-def]
+    return built(TASK)
+
+
+def test_spec_shares_the_easy_builder() -> None:
+    spec = load_task(TASKS_DIR / TASK)
+    assert spec.markers == ("shapes", "points", "hard")
+    assert spec.public_files == ("train_data.npy", "train_flags.npy", "test_data.npy")
+    assert spec.builder == TASKS_DIR / "shapes_easy" / "data.py"
+    assert not (TASKS_DIR / TASK / "data.py").exists()
+    assert dict(spec.params) == {"hard": True}
+    assert spec.reference_path.is_file()
+
+
+def test_files_shapes_and_dtypes(data: TaskData) -> None:
+    train, flags, test = (load(data, f) for f in ("train_data.npy", "train_flags.npy", "test_data.npy"))
+    assert train.shape == (N, POINTS, 2) and np.issubdtype(train.dtype, np.floating)
+    assert test.shape == (N, POINTS, 2) and np.issubdtype(test.dtype, np.floating)
+    assert flags.shape == (N,) and np.issubdtype(flags.dtype, np.integer)
+    answers = data.answers()
+    assert answers.shape == (N,) and np.issubdtype(answers.dtype, np.integer)
+
+
+def test_classes_balanced(data: TaskData) -> None:
+    assert np.bincount(load(data, "train_flags.npy"), minlength=CLASSES).tolist() == [200] * CLASSES
+    assert np.bincount(data.answers(), minlength=CLASSES).tolist() == [200] * CLASSES
+
+
+def test_a_few_points_slightly_outside(data: TaskData) -> None:
+    for name in ("train_data.npy", "test_data.npy"):
+        points = load(data, name)
+        assert np.isfinite(points).all()
+        outside = ((points < 0) | (points > 1)).any(axis=2)
+        # Cut shapes: jitter carries some outline points over the border, in many clouds...
+        assert 0.1 < outside.any(axis=1).mean() < 0.9
+        # ...but only a few points, and never far.
+        assert 0 < outside.mean() < 0.02
+        assert points.min() > -0.15 and points.max() < 1.15
+
+
+def test_differs_from_easy(built) -> None:  # type: ignore[no-untyped-def]
+    easy, hard = built("shapes_easy"), built(TASK)
+    assert not np.array_equal(load(easy, "train_data.npy"), load(hard, "train_data.npy"))
+    assert not np.array_equal(easy.answers(), hard.answers())
+
+
+def test_answers_not_in_public_files(data: TaskData) -> None:
+    answers = data.answers()
+    assert np.mean(load(data, "train_flags.npy") == answers) < 0.4
+    assert not np.array_equal(answers, np.sort(answers))
+    assert np.mean(answers == np.arange(N) % CLASSES) < 0.4
+    for dtype in (np.int64, np.int32, np.uint8, np.float32, np.float64):
+        needle = answers.astype(dtype).tobytes()
+        for path in data.public_dir.iterdir():
+            assert needle not in path.read_bytes(), f"answers as {dtype.__name__} found in {path.name}"
+
+
+def test_random_pose_defeats_a_simple_model(data: TaskData) -> None:
+    """Class-mean histograms, which do well on shapes_easy, are near chance here."""
+    assert nearest_centroid_accuracy(data) < 0.3
+
+
+def test_shapes_are_spread_over_the_square(data: TaskData) -> None:
+    """Random positions: the densest cell of each cloud lands all over the square."""
+    train = load(data, "train_data.npy").clip(0, 1 - 1e-9)
+    cells = (train * 4).astype(np.int64)
+    flat = cells[..., 1] * 4 + cells[..., 0]
+    densest = np.array([np.bincount(row, minlength=16).argmax() for row in flat])
+    assert np.bincount(densest, minlength=16).min() >= 20
+
+
+def test_deterministic(tmp_path: Path) -> None:
+    check_deterministic(TASK, tmp_path)
