@@ -46,6 +46,22 @@ np.savetxt("results/test_preds.txt", np.zeros(len(x), dtype=int), fmt="%d")
 ```
 """
 
+# A conftest whose model client prints the system prompt it is sent (run pytest with -s).
+SYSTEM_PROMPT_SPY = """
+import pytest
+
+@pytest.fixture
+def weirdml_model(weirdml_case):
+    from pytest_weirdml.models import resolve
+    model = resolve(weirdml_case.model)
+    real = model.generate
+    def spy(request):
+        print("SYSTEM<<" + request.messages[0].content + ">>")
+        return real(request)
+    model.generate = spy
+    return model
+"""
+
 GOOD_SCRIPT = """\
 import numpy as np
 

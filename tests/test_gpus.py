@@ -6,7 +6,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from helpers import read_jsonl, session_dir, write_replay
+from helpers import SYSTEM_PROMPT_SPY, read_jsonl, session_dir, write_replay
 
 from pytest_weirdml.sandbox import gpus
 
@@ -47,22 +47,7 @@ def test_a_leased_gpu_is_named_in_the_prompt_and_visible_to_the_script(
 ) -> None:
     script = "import os\nprint('CUDA=' + os.environ['CUDA_VISIBLE_DEVICES'])\n"
     replay = write_replay(pytester.path / "gpu.json", [script])
-    pytester.makeconftest(
-        """
-        import pytest
-
-        @pytest.fixture
-        def weirdml_model(weirdml_case):
-            from pytest_weirdml.models import resolve
-            model = resolve(weirdml_case.model)
-            real = model.generate
-            def spy(request):
-                print("SYSTEM<<" + request.messages[0].content + ">>")
-                return real(request)
-            model.generate = spy
-            return model
-        """
-    )
+    pytester.makeconftest(SYSTEM_PROMPT_SPY)
     result = pytester.runpytest(
         f"--weirdml-model=replay:{replay}", "--weirdml-runs=1", "--weirdml-gpus=auto", "-s", *base_args
     )

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import GOOD_SCRIPT, read_jsonl, session_dir, write_replay, write_tiny_task
+from helpers import GOOD_SCRIPT, SYSTEM_PROMPT_SPY, read_jsonl, session_dir, write_replay, write_tiny_task
 
 
 def test_items_are_named_task_model_run(pytester: pytest.Pytester, tiny: Path, base_args: list[str]) -> None:
@@ -207,22 +207,7 @@ def test_system_prompt_states_packages_read_from_the_sandbox(
 ) -> None:
     import numpy
 
-    pytester.makeconftest(
-        """
-        import pytest
-
-        @pytest.fixture
-        def weirdml_model(weirdml_case):
-            from pytest_weirdml.models import resolve
-            model = resolve(weirdml_case.model)
-            real = model.generate
-            def spy(request):
-                print("SYSTEM<<" + request.messages[0].content + ">>")
-                return real(request)
-            model.generate = spy
-            return model
-        """
-    )
+    pytester.makeconftest(SYSTEM_PROMPT_SPY)
     result = pytester.runpytest("--weirdml-model=reference", "--weirdml-runs=1", "-s", *base_args)
     result.assert_outcomes(passed=1)
     text = result.stdout.str()

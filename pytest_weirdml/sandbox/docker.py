@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_weirdml.errors import SandboxError
-from pytest_weirdml.sandbox import PREDICTIONS_CAP_BYTES, Environment, ExecResult, Limits, Sandbox
+from pytest_weirdml.sandbox import Environment, ExecResult, Limits, Sandbox, read_predictions
 from pytest_weirdml.sandbox._output import CappedBuffer
 from pytest_weirdml.sandbox.image import image_present, image_tag, missing_image_message
 
@@ -243,7 +243,7 @@ class DockerSandbox(Sandbox):
             duration_s=duration,
             output=output.text(),
             output_bytes=output.total,
-            predictions=_read_capped(results / "test_preds.txt"),
+            predictions=read_predictions(results / "test_preds.txt"),
             notes=tuple(notes),
         )
 
@@ -303,11 +303,3 @@ class _StreamReader(CappedBuffer):
 
     def wait(self, timeout: float) -> bool:
         return self._done.wait(timeout)
-
-
-def _read_capped(path: Path) -> bytes | None:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(PREDICTIONS_CAP_BYTES + 1)
-    except OSError:
-        return None

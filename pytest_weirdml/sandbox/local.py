@@ -28,11 +28,11 @@ from pathlib import Path
 
 from pytest_weirdml.errors import SandboxError
 from pytest_weirdml.sandbox import (
-    PREDICTIONS_CAP_BYTES,
     Environment,
     ExecResult,
     Limits,
     Sandbox,
+    read_predictions,
     requirement_names,
 )
 from pytest_weirdml.sandbox._cgroup import CgroupUnavailable, RunCgroup, cgroups_usable, remove_stale
@@ -264,7 +264,7 @@ class LocalSandbox(Sandbox):
             duration_s=duration,
             output=text,
             output_bytes=output.total,
-            predictions=_read_capped(work / "results" / "test_preds.txt"),
+            predictions=read_predictions(work / "results" / "test_preds.txt"),
             notes=tuple(notes),
         )
 
@@ -321,11 +321,3 @@ def _copy_tree(src: Path, dst: Path) -> None:
             shutil.copytree(path, target)
         else:
             shutil.copy2(path, target)
-
-
-def _read_capped(path: Path) -> bytes | None:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(PREDICTIONS_CAP_BYTES + 1)
-    except OSError:
-        return None
