@@ -13,7 +13,7 @@ import pytest
 
 from pytest_weirdml import models
 from pytest_weirdml.models import Catalog
-from pytest_weirdml.sandbox import gpus
+from pytest_weirdml.sandbox import leases
 
 SANDBOXES = ("auto", "docker", "local")
 
@@ -43,7 +43,7 @@ def _seconds(text: str) -> float:
 
 def _gpus(text: str) -> tuple[str, ...]:
     try:
-        return gpus.parse(text)
+        return leases.parse(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -303,5 +303,5 @@ def settings_from(config: pytest.Config, session: str) -> Settings:
         leaderboard=_leaderboard(opt.weirdml_leaderboard),
         catalog=catalog,
         cache_dir=responses.resolve() if responses else None,
-        gpus=opt.weirdml_gpus if opt.weirdml_gpus is not None else gpus.detect(),
+        gpus=opt.weirdml_gpus if opt.weirdml_gpus is not None else leases.detect(),
     )

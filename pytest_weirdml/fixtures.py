@@ -19,7 +19,7 @@ from pytest_weirdml.errors import DataUnavailable, HarnessError, SandboxError, T
 from pytest_weirdml.items import task_of
 from pytest_weirdml.loop import LoopSettings, run_task
 from pytest_weirdml.records import IterationRecord, RecordStore, RunRecord
-from pytest_weirdml.sandbox import Limits, Sandbox, gpus
+from pytest_weirdml.sandbox import Limits, Sandbox, leases
 from pytest_weirdml.sandbox.choose import open_sandbox
 from pytest_weirdml.tasks import TaskData, TaskSpec, build_data
 
@@ -117,13 +117,14 @@ def weirdml_run(
         weirdml_store.append(record)
         hook.pytest_weirdml_iteration(item=item, record=record)
 
-    gpu = gpus.lease(weirdml_settings.gpus)
+    gpu = leases.lease(weirdml_settings.gpus)
+    cpus = leases.cpu_share()
     settings = LoopSettings(
         iterations=weirdml_settings.iterations,
         time_limit_s=weirdml_settings.time_limit_s,
-        limits=Limits(memory_bytes=weirdml_settings.memory_bytes),
+        limits=Limits(memory_bytes=weirdml_settings.memory_bytes, cpus=cpus),
         gpu=gpu,
-        device=gpus.describe(gpu) if gpu is not None else None,
+        device=leases.describe(gpu) if gpu is not None else leases.describe_cpus(cpus),
         session=weirdml_settings.session,
     )
     try:

@@ -8,6 +8,7 @@ daemon or image is present (build it with ``python -m pytest_weirdml.sandbox.ima
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 import subprocess
@@ -133,6 +134,13 @@ def test_good_script_returns_predictions(sandbox: Sandbox, data_dir: Path) -> No
     assert result.predictions == b"2\n4\n6\n"
     assert "wrote 3" in result.output
     assert result.notes == ()
+
+
+def test_script_runs_on_its_leased_cores(sandbox: Sandbox, data_dir: Path) -> None:
+    core = max(os.sched_getaffinity(0))
+    script = "import os\nprint('CPUS', sorted(os.sched_getaffinity(0)), os.environ['OMP_NUM_THREADS'])\n"
+    result = run(sandbox, data_dir, script, dataclasses.replace(QUICK, cpus=(core,)))
+    assert f"CPUS [{core}] 1" in result.output, result.output
 
 
 def test_crash_is_the_scripts_outcome(sandbox: Sandbox, data_dir: Path) -> None:
@@ -536,7 +544,7 @@ def test_docker_gpu_is_a_device_request(docker_box: DockerSandbox, tmp_path: Pat
     config = docker_box._host_config(tmp_path, tmp_path, QUICK, "3")
     assert config["DeviceRequests"][0]["DeviceIDs"] == ["3"]
     assert config["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
-    assert docker_box._env("3")["CUDA_VISIBLE_DEVICES"] == "0"
+    assert docker_box._env("3", ())["CUDA_VISIBLE_DEVICES"] == "0"
     assert (config["NetworkMode"], config["ReadonlyRootfs"], config["CapDrop"]) == ("none", True, ["ALL"])
 
 

@@ -26,6 +26,8 @@ class Limits:
     output_bytes: int = OUTPUT_CAP_BYTES
     # The private /tmp; it is memory too (tmpfs), so it also counts against ``memory_bytes``.
     tmp_bytes: int = 1 << 30
+    # The cores the script may use (its process's CPU affinity); empty for every core.
+    cpus: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,3 +92,12 @@ def read_predictions(path: Path) -> bytes | None:
             return fh.read(PREDICTIONS_CAP_BYTES + 1)
     except OSError:
         return None
+
+
+def thread_env(cpus: tuple[int, ...]) -> dict[str, str]:
+    """Thread-pool sizes for a script pinned to ``cpus``: numerical libraries size their pools
+    from the machine's core count, not from the process's affinity."""
+    if not cpus:
+        return {}
+    n = str(len(cpus))
+    return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n}

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_weirdml.errors import SandboxError
-from pytest_weirdml.sandbox import Environment, ExecResult, Limits, Sandbox, read_predictions
+from pytest_weirdml.sandbox import Environment, ExecResult, Limits, Sandbox, read_predictions, thread_env
 from pytest_weirdml.sandbox._output import CappedBuffer
 from pytest_weirdml.sandbox.image import image_present, image_tag, missing_image_message
 
@@ -121,8 +121,9 @@ class DockerSandbox(Sandbox):
         return {LABEL: "1", SESSION_LABEL: self.session, OWNER_LABEL: self.owner}
 
     @staticmethod
-    def _env(gpu: str | None) -> dict[str, str]:
+    def _env(gpu: str | None, cpus: tuple[int, ...]) -> dict[str, str]:
         return {
+            **thread_env(cpus),
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "HOME": "/tmp",
             "TMPDIR": "/tmp",
@@ -159,6 +160,7 @@ class DockerSandbox(Sandbox):
             log_config=docker.types.LogConfig(type="none"),
             ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0)],
             device_requests=devices,
+            cpuset_cpus=",".join(map(str, limits.cpus)) or None,
         )
 
     # Running ------------------------------------------------------------------------------------
@@ -197,7 +199,7 @@ class DockerSandbox(Sandbox):
                     command=command,
                     user=f"{SANDBOX_UID}:{SANDBOX_UID}",
                     working_dir=WORKDIR,
-                    environment=self._env(gpu),
+                    environment=self._env(gpu, limits.cpus),
                     labels=self._labels(),
                     network_disabled=True,
                     host_config=self._host_config(work, data_dir, limits, gpu),

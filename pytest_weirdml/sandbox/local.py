@@ -34,6 +34,7 @@ from pytest_weirdml.sandbox import (
     Sandbox,
     read_predictions,
     requirement_names,
+    thread_env,
 )
 from pytest_weirdml.sandbox._cgroup import CgroupUnavailable, RunCgroup, cgroups_usable, remove_stale
 from pytest_weirdml.sandbox._output import CappedOutput
@@ -112,8 +113,9 @@ class LocalSandbox(Sandbox):
 
     # The command and its surroundings -----------------------------------------------------------
 
-    def _env(self, home: str, gpu: str | None) -> dict[str, str]:
+    def _env(self, home: str, gpu: str | None, cpus: tuple[int, ...]) -> dict[str, str]:
         return {
+            **thread_env(cpus),
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "HOME": home,
             "TMPDIR": home,
@@ -149,7 +151,7 @@ class LocalSandbox(Sandbox):
         cmd += ["--remount-ro", "/"]
         cmd += ["--chdir", SANDBOX_ROOT, "--unshare-user", "--uid", "65534", "--gid", "65534"]
         cmd += ["--clearenv"]
-        for key, value in self._env("/tmp", gpu).items():
+        for key, value in self._env("/tmp", gpu, limits.cpus).items():
             cmd += ["--setenv", key, value]
         return [*cmd, self.python, "-s", "solution.py"]
 
@@ -161,6 +163,8 @@ class LocalSandbox(Sandbox):
             # Joining before exec means every process the script ever starts is born inside.
             if cgroup is not None:
                 cgroup.enter()
+            if limits.cpus:
+                os.sched_setaffinity(0, limits.cpus)
             if cap_address_space:
                 resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
             resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
@@ -193,7 +197,7 @@ class LocalSandbox(Sandbox):
             _copy_tree(data_dir, work / "data")
             (work / "data").chmod(0o555)
             (work / ".home").mkdir()
-            cmd, env = [self.python, "-s", "solution.py"], self._env(str(work / ".home"), gpu)
+            cmd, env = [self.python, "-s", "solution.py"], self._env(str(work / ".home"), gpu, limits.cpus)
         cgroup = None
         if self.cgroups:
             try:

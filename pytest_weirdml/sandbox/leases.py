@@ -1,8 +1,13 @@
-"""GPU leases: which GPU a process's scripts get, and how the system prompt names it.
+"""Hardware leases: which GPU and which CPU cores a process's scripts get, and how the system
+prompt names them.
 
 With ``--weirdml-gpus=0,1`` and ``-n 2``, xdist worker ``gw0`` runs every script on GPU 0 and
 ``gw1`` on GPU 1; with more workers than GPUs, workers share GPUs round-robin. ``auto`` uses
 every GPU that ``nvidia-smi`` lists; ``none`` runs on the CPU.
+
+CPU cores are split the same way: under ``-n N`` each worker's scripts are pinned to their own
+share of the cores, so two scripts never fight over one core (a script that believes it owns
+every core slows to a crawl when its threads share them with another's).
 """
 
 from __future__ import annotations
@@ -60,3 +65,30 @@ def describe(gpu: str) -> str:
         except (OSError, subprocess.SubprocessError, ValueError):
             pass
     return "one NVIDIA GPU"
+
+
+def _worker() -> tuple[int, int]:
+    """(this xdist worker's index, the number of workers); (0, 1) outside xdist."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else 0
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    return index, max(count, 1)
+
+
+def cpu_share(index: int | None = None, count: int | None = None) -> tuple[int, ...]:
+    """This worker's cores: the usable cores cut into ``count`` contiguous shares (round-robin
+    when there are more workers than cores)."""
+    if index is None or count is None:
+        index, count = _worker()
+    cores = sorted(os.sched_getaffinity(0))
+    if count <= 1:
+        return tuple(cores)
+    if count >= len(cores):
+        return (cores[index % len(cores)],)
+    size, extra = divmod(len(cores), count)
+    start = index * size + min(index, extra)
+    return tuple(cores[start : start + size + (1 if index < extra else 0)])
+
+
+def describe_cpus(cores: tuple[int, ...]) -> str:
+    return f"CPU only ({len(cores)} core{'s' if len(cores) != 1 else ''}), no GPU"
