@@ -1,9 +1,16 @@
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
 from helpers import write_tiny_task
+
+# pytester drops every module first imported inside an in-process session. The Docker SDK,
+# first imported there and again later, would come back as a second copy beside the first's
+# `requests` ("You can only merge into CookieJar"), so it is imported once, before any session.
+with contextlib.suppress(ImportError):
+    import docker  # noqa: F401
 
 
 @pytest.fixture
@@ -12,8 +19,14 @@ def tiny(pytester: pytest.Pytester) -> Path:
 
 
 @pytest.fixture
-def base_args(pytester: pytest.Pytester) -> list[str]:
-    """Options every in-test session gets: its own data cache and reports under pytester's dir."""
+def base_args(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Options every in-test session gets: its own data cache and reports under pytester's dir.
+
+    An in-test session is not an xdist worker even when the outer session is one, so it must not
+    take the outer worker's GPU and CPU leases.
+    """
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
     return [
         f"--weirdml-data-cache={pytester.path / 'cache'}",
         f"--weirdml-reports={pytester.path / 'reports'}",
