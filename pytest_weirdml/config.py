@@ -13,6 +13,7 @@ import pytest
 
 from pytest_weirdml import models
 from pytest_weirdml.models import Catalog
+from pytest_weirdml.records import RECORDS_FILE
 from pytest_weirdml.sandbox import leases
 
 SANDBOXES = ("auto", "docker", "local")
@@ -165,6 +166,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "under the rootdir, or ini weirdml_reports).",
     )
     group.addoption(
+        "--weirdml-resume",
+        dest="weirdml_resume",
+        default=None,
+        metavar="SESSION_DIR",
+        help="continue a killed or interrupted session in its own directory: finished iterations "
+        "are read back from its records.jsonl, not run again (default: a new session).",
+    )
+    group.addoption(
         "--weirdml-data-cache",
         dest="weirdml_data_cache",
         default=None,
@@ -231,6 +240,7 @@ class Settings:
     data_cache: Path
     session: str
     bootstrap: int
+    resume: bool = False
     leaderboard: Path | None = None
     catalog: Catalog = field(default_factory=Catalog)
     cache_dir: Path | None = None
@@ -274,6 +284,14 @@ def settings_from(config: pytest.Config, session: str) -> Settings:
     if sandbox not in SANDBOXES:
         raise pytest.UsageError(f"ini weirdml_sandbox: unknown sandbox {sandbox!r}; choose one of {SANDBOXES}")
     reports = Path(opt.weirdml_reports or config.getini("weirdml_reports"))
+    resume = False
+    if opt.weirdml_resume:
+        previous = Path(opt.weirdml_resume).expanduser().resolve()
+        if not (previous / RECORDS_FILE).is_file():
+            raise pytest.UsageError(
+                f"--weirdml-resume: {previous} holds no {RECORDS_FILE}; pass a session directory under reports/"
+            )
+        reports, session, resume = previous.parent, previous.name, True
     cache_text = opt.weirdml_data_cache or config.getini("weirdml_data_cache")
     if cache_text:
         cache = Path(cache_text).expanduser()
@@ -299,6 +317,7 @@ def settings_from(config: pytest.Config, session: str) -> Settings:
         reports_dir=reports if reports.is_absolute() else config.rootpath / reports,
         data_cache=cache.resolve(),
         session=session,
+        resume=resume,
         bootstrap=opt.weirdml_bootstrap,
         leaderboard=_leaderboard(opt.weirdml_leaderboard),
         catalog=catalog,

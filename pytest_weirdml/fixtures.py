@@ -136,6 +136,11 @@ def weirdml_run(
             run=weirdml_case.run,
             settings=settings,
             on_iteration=on_iteration,
+            finished=(
+                weirdml_store.finished(weirdml_task.name, weirdml_model.name, weirdml_case.run)
+                if weirdml_settings.resume
+                else ()
+            ),
         )
     except HarnessError as exc:
         pytest.fail(f"{type(exc).__name__}: {exc} (not the model's fault; the run is not scored)", pytrace=False)

@@ -8,7 +8,7 @@ failure (``HarnessError``) ends the run with that exception; the model is never 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -113,7 +113,10 @@ def run_task(
     run: int,
     settings: LoopSettings = LoopSettings(),
     on_iteration: Callable[[IterationRecord], None] = lambda record: None,
+    finished: Sequence[IterationRecord] = (),
 ) -> RunRecord:
+    """Drive the run; ``finished`` iterations (from a resumed session) are replayed into the
+    conversation instead of being asked and run again."""
     iterations = settings.iterations or task.iterations
     if model.max_iterations is not None:
         iterations = min(iterations, model.max_iterations)
@@ -129,7 +132,14 @@ def run_task(
     ]
     record = RunRecord(task=task.name, model=model.name, run=run)
     best = 0.0
-    for iteration in range(1, iterations + 1):
+    for done in finished[:iterations]:
+        record.iterations.append(done)
+        best = max(best, done.score)
+        messages.append(Message("assistant", done.response))
+        messages.append(
+            Message("user", feedback_message(done.iteration, iterations, _as_result(done), _as_score(done), best))
+        )
+    for iteration in range(len(record.iterations) + 1, iterations + 1):
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
         clock = time.monotonic()
         response = model.generate(Request(messages=tuple(messages), task=task, run=run, iteration=iteration))
@@ -173,3 +183,20 @@ def run_task(
         messages.append(Message("assistant", response.text))
         messages.append(Message("user", feedback_message(iteration, iterations, result, score, best)))
     return record
+
+
+def _as_result(done: IterationRecord) -> ExecResult | None:
+    if done.code is None:
+        return None
+    return ExecResult(
+        exit_code=done.exit_code,
+        timed_out=done.timed_out,
+        duration_s=done.duration_s,
+        output=done.output,
+        output_bytes=done.output_bytes,
+        predictions=None,
+    )
+
+
+def _as_score(done: IterationRecord) -> Score:
+    return Score(done.score, done.zero_reason)

@@ -105,6 +105,28 @@ class RecordStore:
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / RECORDS_FILE
         self._lock = FileLock(str(self.path) + ".lock")
+        self._drop_torn_tail()
+
+    def _drop_torn_tail(self) -> None:
+        """A session killed mid-write leaves half a line; new lines must not be glued to it."""
+        with self._lock:
+            if not self.path.is_file():
+                return
+            with open(self.path, "rb+") as fh:
+                data = fh.read()
+                if data and not data.endswith(b"\n"):
+                    fh.truncate(data.rfind(b"\n") + 1)
+
+    def finished(self, task: str, model: str, run: int) -> list[IterationRecord]:
+        """The iterations this directory already holds for one run, in order (for resuming)."""
+        if not self.path.is_file():
+            return []
+        found = {r.iteration: r for r in read_records(self.path) if (r.task, r.model, r.run) == (task, model, run)}
+        # Only an unbroken prefix 1..k can be continued.
+        prefix: list[IterationRecord] = []
+        while len(prefix) + 1 in found:
+            prefix.append(found[len(prefix) + 1])
+        return prefix
 
     def append(self, record: IterationRecord) -> None:
         line = record.to_json() + "\n"

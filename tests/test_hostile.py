@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from helpers import GOOD_SCRIPT, needs_bwrap, read_jsonl, session_dir, write_replay, write_tiny_task
@@ -148,3 +149,42 @@ def test_sigkill_mid_run_keeps_every_finished_iteration(pytester: pytest.Pyteste
         # bubblewrap's --die-with-parent takes the sandbox down with the killed session.
         leftover = subprocess.run(["pgrep", "-f", "time.sleep.600"], capture_output=True)
         assert leftover.returncode == 1, "the sandboxed script outlived the session"
+
+
+def test_resume_continues_a_killed_session_where_it_stopped(pytester: pytest.Pytester, base_args: list[str]) -> None:
+    write_tiny_task(pytester.path, time_limit=900, iterations=3)
+    slow = write_replay(pytester.path / "slow.json", [GOOD_SCRIPT, GOOD_SCRIPT, "import time\ntime.sleep(600)"])
+    cmd = [sys.executable, "-m", "pytest", f"--weirdml-model=replay:{slow}", "--weirdml-runs=1", *base_args]
+    proc = subprocess.Popen(cmd, cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        found = list((pytester.path / "reports").glob("*/records.jsonl"))
+        if found and len(found[0].read_text().splitlines()) == 2:
+            break
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    where = session_dir(pytester)
+    # The same file name, now with answers that would score 0 if iterations 1 and 2 were asked again.
+    write_replay(pytester.path / "slow.json", ["", "", GOOD_SCRIPT])
+    result = pytester.runpytest(
+        f"--weirdml-model=replay:{slow}", "--weirdml-runs=1", f"--weirdml-resume={where}", *base_args
+    )
+    result.assert_outcomes(passed=1)
+    records = read_jsonl(where / "records.jsonl")
+    assert [(r["iteration"], r["score"]) for r in records] == [(1, 1.0), (2, 1.0), (3, 1.0)]
+    # The model saw its earlier answers and their feedback before the third submission.
+    assert "Submission 2 of 3: test accuracy 1.0000" in records[2]["prompt"]
+    result.stdout.fnmatch_lines(["tiny*replay:slow.json*1*1.000*"])
+    # A finished run is not run again.
+    again = pytester.runpytest(
+        f"--weirdml-model=replay:{slow}", "--weirdml-runs=1", f"--weirdml-resume={where}", *base_args
+    )
+    again.assert_outcomes(passed=1)
+    assert len(read_jsonl(where / "records.jsonl")) == 3
+
+
+def test_resume_needs_a_session_directory(pytester: pytest.Pytester, tiny: Path) -> None:
+    result = pytester.runpytest("--weirdml-resume=nowhere")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--weirdml-resume: */nowhere holds no records.jsonl*"])
