@@ -25,7 +25,7 @@ import pytest
 from pytest_weirdml.errors import SandboxError
 from pytest_weirdml.sandbox import ExecResult, Limits, Sandbox
 from pytest_weirdml.sandbox.docker import DockerSandbox
-from pytest_weirdml.sandbox.local import LocalSandbox
+from pytest_weirdml.sandbox.local import LocalSandbox, NotIsolatedWarning
 
 # local-plain: the local backend's fallback where bubblewrap is missing (no isolation, but limits).
 BACKENDS = ["local", "local-plain", "docker"]
@@ -654,3 +654,19 @@ def test_build_image_option_then_auto_picks_docker(pytester: pytest.Pytester, do
     result.stderr.fnmatch_lines([f"*sandbox image {docker_box.image} is ready*"])
     records = (next((pytester.path / "reports").iterdir()) / "records.jsonl").read_text()
     assert '"sandbox": "docker"' in records
+
+
+def test_an_interpreter_without_the_packages_is_named_with_the_fix() -> None:
+    """The system prompt announces what the sandbox really has, and the user hears what is missing."""
+    from pytest_weirdml.sandbox.local import MissingPackagesWarning
+
+    bare = "/usr/bin/python3"
+    probe = subprocess.run([bare, "-c", "import numpy"], capture_output=True)
+    if probe.returncode == 0:
+        pytest.skip(f"{bare} has numpy here, so it is not a bare interpreter")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotIsolatedWarning)
+        box = LocalSandbox(bare)
+    with pytest.warns(MissingPackagesWarning, match=r"lacks numpy.*pip install -r .*requirements.txt"):
+        env = box.environment()
+    assert "numpy" not in env.packages and env.python.startswith("3.")

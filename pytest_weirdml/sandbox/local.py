@@ -28,6 +28,7 @@ from pathlib import Path
 
 from pytest_weirdml.errors import SandboxError
 from pytest_weirdml.sandbox import (
+    REQUIREMENTS_FILE,
     Environment,
     ExecResult,
     Limits,
@@ -41,6 +42,10 @@ from pytest_weirdml.sandbox._output import CappedOutput
 
 SANDBOX_ROOT = "/sandbox"
 FILE_SIZE_LIMIT = 1 << 30
+
+
+class MissingPackagesWarning(UserWarning):
+    """The sandbox's interpreter lacks packages of the sandbox requirements list."""
 
 
 class NotIsolatedWarning(UserWarning):
@@ -298,6 +303,16 @@ def probe_environment(sandbox: Sandbox) -> Environment:
     for line in result.output.splitlines():
         if line.startswith("WEIRDML-ENV "):
             raw = json.loads(line.removeprefix("WEIRDML-ENV "))
+            missing = [name for name in names if name not in raw["packages"]]
+            if missing:
+                # The system prompt announces only what is there; say what the scripts will lack.
+                warnings.warn(
+                    f"the {sandbox.name} sandbox's Python lacks {', '.join(missing)} from "
+                    f"{REQUIREMENTS_FILE.name}; install them into it (pip install -r {REQUIREMENTS_FILE}) "
+                    "or point --weirdml-python at an interpreter that has them",
+                    MissingPackagesWarning,
+                    stacklevel=2,
+                )
             return Environment(python=raw["python"], packages=raw["packages"], device=_device_text())
     raise SandboxError(f"the {sandbox.name} sandbox could not run a probe script: {result.output[-2000:]}")
 
