@@ -592,36 +592,18 @@ def test_local_removes_cgroups_of_a_crashed_session() -> None:
         sleeper.wait()
 
 
-def test_plugin_runs_a_task_in_the_docker_sandbox(pytester: pytest.Pytester, docker_box: DockerSandbox) -> None:
-    from helpers import write_tiny_task
-
-    write_tiny_task(pytester.path)
-    result = pytester.runpytest(
-        "--weirdml-model=reference",
-        "--weirdml-runs=1",
-        "--weirdml-sandbox=docker",
-        f"--weirdml-data-cache={pytester.path / 'cache'}",
-        f"--weirdml-reports={pytester.path / 'reports'}",
-        "-p",
-        "no:cacheprovider",
-    )
+def test_plugin_runs_a_task_in_the_docker_sandbox(
+    pytester: pytest.Pytester, docker_box: DockerSandbox, tiny: Path, base_args: list[str]
+) -> None:
+    result = pytester.runpytest("--weirdml-model=reference", "--weirdml-runs=1", "--weirdml-sandbox=docker", *base_args)
     result.assert_outcomes(passed=1)
 
 
-def test_plugin_names_the_fix_when_docker_is_absent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    from helpers import write_tiny_task
-
-    write_tiny_task(pytester.path)
+def test_plugin_names_the_fix_when_docker_is_absent(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tiny: Path, base_args: list[str]
+) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{pytester.path}/absent.sock")
-    result = pytester.runpytest(
-        "--weirdml-model=reference",
-        "--weirdml-runs=1",
-        "--weirdml-sandbox=docker",
-        f"--weirdml-data-cache={pytester.path / 'cache'}",
-        f"--weirdml-reports={pytester.path / 'reports'}",
-        "-p",
-        "no:cacheprovider",
-    )
+    result = pytester.runpytest("--weirdml-model=reference", "--weirdml-runs=1", "--weirdml-sandbox=docker", *base_args)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*no Docker daemon at*start dockerd or pass --weirdml-sandbox=local*"])
 

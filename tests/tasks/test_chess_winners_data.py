@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
-from leaks import assert_answers_not_in_public_files
+from checks import assert_answers_not_in_public_files
 
 from pytest_weirdml.errors import DataUnavailable
 from pytest_weirdml.tasks import TaskData, load_builder, load_task

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from leaks import assert_answers_not_in_public_files
+from checks import assert_answers_not_in_public_files
 
 from pytest_weirdml.tasks import TaskData, load_builder, load_task
 

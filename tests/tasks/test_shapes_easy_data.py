@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from leaks import assert_answers_not_in_public_files
+from checks import assert_answers_not_in_public_files
 
 from pytest_weirdml.tasks import TaskData, load_builder, load_task
 
@@ -52,18 +52,20 @@ def test_spec() -> None:
     assert spec.reference_path.is_file()
 
 
-def test_files_shapes_and_dtypes(data: TaskData) -> None:
+def check_files_and_balance(data: TaskData) -> None:
+    """Both shapes tasks: file shapes and dtypes, and exactly balanced classes."""
     train, flags, test = (load(data, f) for f in ("train_data.npy", "train_flags.npy", "test_data.npy"))
     assert train.shape == (N, POINTS, 2) and np.issubdtype(train.dtype, np.floating)
     assert test.shape == (N, POINTS, 2) and np.issubdtype(test.dtype, np.floating)
     assert flags.shape == (N,) and np.issubdtype(flags.dtype, np.integer)
     answers = data.answers()
     assert answers.shape == (N,) and np.issubdtype(answers.dtype, np.integer)
+    assert np.bincount(flags, minlength=CLASSES).tolist() == [200] * CLASSES
+    assert np.bincount(answers, minlength=CLASSES).tolist() == [200] * CLASSES
 
 
-def test_classes_balanced(data: TaskData) -> None:
-    assert np.bincount(load(data, "train_flags.npy"), minlength=CLASSES).tolist() == [200] * CLASSES
-    assert np.bincount(data.answers(), minlength=CLASSES).tolist() == [200] * CLASSES
+def test_files_shapes_dtypes_and_balance(data: TaskData) -> None:
+    check_files_and_balance(data)
 
 
 def test_points_inside_unit_square(data: TaskData) -> None:

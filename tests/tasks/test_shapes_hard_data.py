@@ -6,8 +6,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from leaks import assert_answers_not_in_public_files
-from test_shapes_easy_data import TASKS_DIR, check_deterministic, load, nearest_centroid_accuracy
+from checks import assert_answers_not_in_public_files
+from test_shapes_easy_data import (
+    TASKS_DIR,
+    check_deterministic,
+    check_files_and_balance,
+    load,
+    nearest_centroid_accuracy,
+)
 
 from pytest_weirdml.tasks import TaskData, load_task
 
@@ -30,18 +36,8 @@ def test_spec_shares_the_easy_builder() -> None:
     assert spec.reference_path.is_file()
 
 
-def test_files_shapes_and_dtypes(data: TaskData) -> None:
-    train, flags, test = (load(data, f) for f in ("train_data.npy", "train_flags.npy", "test_data.npy"))
-    assert train.shape == (N, POINTS, 2) and np.issubdtype(train.dtype, np.floating)
-    assert test.shape == (N, POINTS, 2) and np.issubdtype(test.dtype, np.floating)
-    assert flags.shape == (N,) and np.issubdtype(flags.dtype, np.integer)
-    answers = data.answers()
-    assert answers.shape == (N,) and np.issubdtype(answers.dtype, np.integer)
-
-
-def test_classes_balanced(data: TaskData) -> None:
-    assert np.bincount(load(data, "train_flags.npy"), minlength=CLASSES).tolist() == [200] * CLASSES
-    assert np.bincount(data.answers(), minlength=CLASSES).tolist() == [200] * CLASSES
+def test_files_shapes_dtypes_and_balance(data: TaskData) -> None:
+    check_files_and_balance(data)
 
 
 def test_a_few_points_slightly_outside(data: TaskData) -> None:
