@@ -13,10 +13,9 @@ import pytest
 
 from pytest_weirdml import models
 from pytest_weirdml.models import Catalog
-from pytest_weirdml.records import RECORDS_FILE
 from pytest_weirdml.sandbox import leases
-
-SANDBOXES = ("auto", "docker", "local")
+from pytest_weirdml.sandbox.choose import sandbox_names
+from pytest_weirdml.session import RECORDS_FILE
 
 
 def _positive_int(flag: str, *, allow_zero: bool = False):  # type: ignore[no-untyped-def]
@@ -110,8 +109,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--weirdml-sandbox",
         dest="weirdml_sandbox",
-        choices=SANDBOXES,
         default=None,
+        metavar="NAME",
         help="where scripts run: docker = a container from the sandbox image; local = bubblewrap, or a "
         "plain subprocess with a warning when bubblewrap is missing; auto = docker when a daemon and the "
         "image are there, else local with a warning (default: local, or ini weirdml_sandbox).",
@@ -162,8 +161,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="weirdml_reports",
         default=None,
         metavar="DIR",
-        help="where each session writes its records, transcripts and summary (default: reports/ "
-        "under the rootdir, or ini weirdml_reports).",
+        help="where each session writes its records, transcripts and summary (default: reports/ under "
+        "the directory pytest was started in, or ini weirdml_reports relative to the rootdir).",
     )
     group.addoption(
         "--weirdml-resume",
@@ -222,7 +221,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("weirdml_runs", "default for --weirdml-runs", default="5")
     parser.addini("weirdml_sandbox", "default for --weirdml-sandbox", default="local")
-    parser.addini("weirdml_reports", "default for --weirdml-reports (relative to the rootdir)", default="reports")
+    parser.addini("weirdml_reports", "default for --weirdml-reports (relative to the rootdir)", default="")
     parser.addini("weirdml_data_cache", "default for --weirdml-data-cache", default="")
 
 
@@ -245,21 +244,29 @@ class Settings:
     catalog: Catalog = field(default_factory=Catalog)
     cache_dir: Path | None = None
     gpus: tuple[str, ...] = ()
+    # One line per chosen model that its provider is retiring (said once, by the controller).
+    model_notes: tuple[str, ...] = ()
 
     @property
     def session_dir(self) -> Path:
         return self.reports_dir / self.session
 
 
-def _models(raw: list[str], catalog: Catalog) -> tuple[str, ...]:
-    names = [name.strip() for chunk in raw for name in chunk.split(",") if name.strip()]
+def _models(raw: list[str], catalog: Catalog) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The chosen model names, and a note for each one its provider is retiring."""
+    names = tuple(dict.fromkeys(name.strip() for chunk in raw for name in chunk.split(",") if name.strip()))
+    notes = []
     for name in names:
         try:
             # Building the client checks its SDK and API key: a missing one stops the session here.
-            models.resolve(name, catalog).close()
+            model = models.resolve(name, catalog)
         except ValueError as exc:
             raise pytest.UsageError(f"--weirdml-model: {exc}") from None
-    return tuple(dict.fromkeys(names))
+        note = model.deprecation()
+        model.close()
+        if note:
+            notes.append(note)
+    return names, tuple(notes)
 
 
 def _leaderboard(text: str | None) -> Path | None:
@@ -275,15 +282,29 @@ def new_session_name() -> str:
     return datetime.now().strftime("%Y%m%d-%H%M%S-") + f"{os.getpid()}"
 
 
-def settings_from(config: pytest.Config, session: str) -> Settings:
+def _reports_dir(config: pytest.Config) -> Path:
+    """``--weirdml-reports`` (relative to where pytest started), else ini ``weirdml_reports``
+    (relative to the rootdir, where the ini file is), else ``reports/`` where pytest started:
+    running the installed tasks (``pytest "$(weirdml tasks-path)"``) reports to the user's
+    directory, not into the package."""
+    if config.option.weirdml_reports:
+        return config.invocation_params.dir / Path(config.option.weirdml_reports).expanduser()
+    if config.getini("weirdml_reports"):
+        return config.rootpath / Path(config.getini("weirdml_reports")).expanduser()
+    return config.invocation_params.dir / "reports"
+
+
+def settings_from(config: pytest.Config, session: str, session_dir: Path | None = None) -> Settings:
+    """The session's settings; ``session_dir`` is the controller's (an xdist worker writes there)."""
     opt = config.option
     runs = opt.weirdml_runs
     if runs is None:
         runs = _positive_int("ini weirdml_runs")(config.getini("weirdml_runs"))
+    flag = "--weirdml-sandbox" if opt.weirdml_sandbox else "ini weirdml_sandbox"
     sandbox = opt.weirdml_sandbox or config.getini("weirdml_sandbox")
-    if sandbox not in SANDBOXES:
-        raise pytest.UsageError(f"ini weirdml_sandbox: unknown sandbox {sandbox!r}; choose one of {SANDBOXES}")
-    reports = Path(opt.weirdml_reports or config.getini("weirdml_reports"))
+    if sandbox not in sandbox_names():
+        raise pytest.UsageError(f"{flag}: unknown sandbox {sandbox!r}; choose one of {', '.join(sandbox_names())}")
+    reports = _reports_dir(config)
     resume = False
     if opt.weirdml_resume:
         previous = Path(opt.weirdml_resume).expanduser().resolve()
@@ -292,6 +313,8 @@ def settings_from(config: pytest.Config, session: str) -> Settings:
                 f"--weirdml-resume: {previous} holds no {RECORDS_FILE}; pass a session directory under reports/"
             )
         reports, session, resume = previous.parent, previous.name, True
+    if session_dir is not None:
+        reports, session = session_dir.parent, session_dir.name
     cache_text = opt.weirdml_data_cache or config.getini("weirdml_data_cache")
     if cache_text:
         cache = Path(cache_text).expanduser()
@@ -305,8 +328,10 @@ def settings_from(config: pytest.Config, session: str) -> Settings:
     if opt.weirdml_cache:
         default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-weirdml" / "responses"
         responses = Path(opt.weirdml_cache_dir).expanduser() if opt.weirdml_cache_dir else default
+    names, notes = _models(opt.weirdml_models, catalog)
     return Settings(
-        models=_models(opt.weirdml_models, catalog),
+        models=names,
+        model_notes=notes,
         runs=runs,
         iterations=opt.weirdml_iterations,
         time_limit_s=opt.weirdml_time_limit,
@@ -314,7 +339,7 @@ def settings_from(config: pytest.Config, session: str) -> Settings:
         python=opt.weirdml_python,
         memory_bytes=opt.weirdml_memory or (8 << 30),
         fail_under=opt.weirdml_fail_under,
-        reports_dir=reports if reports.is_absolute() else config.rootpath / reports,
+        reports_dir=reports.resolve(),
         data_cache=cache.resolve(),
         session=session,
         resume=resume,

@@ -1,13 +1,13 @@
 """The fixtures that drive a task item. Override any of them in your own conftest.py.
 
 ``weirdml_run`` runs the feedback loop from the pieces below it: the task, its data, the
-(model, run) case, the model client, the sandbox and the record store. Replacing
-``weirdml_model`` plugs in your own client; replacing ``weirdml_sandbox`` your own sandbox.
+(model, run) case, the model client, the sandbox and the session directory (``weirdml_store``,
+where every iteration and the end of the run are recorded). Replacing ``weirdml_model`` plugs
+in your own client; replacing ``weirdml_sandbox`` your own sandbox.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -18,9 +18,11 @@ from pytest_weirdml.config import Settings
 from pytest_weirdml.errors import DataUnavailable, HarnessError, SandboxError, TaskError
 from pytest_weirdml.items import task_of
 from pytest_weirdml.loop import LoopSettings, run_task
-from pytest_weirdml.records import IterationRecord, RecordStore, RunRecord
+from pytest_weirdml.records import IterationRecord, RunRecord
+from pytest_weirdml.report.transcript import write_transcript
 from pytest_weirdml.sandbox import Limits, Sandbox, leases
 from pytest_weirdml.sandbox.choose import open_sandbox
+from pytest_weirdml.session import SessionDir
 from pytest_weirdml.tasks import TaskData, TaskSpec, build_data
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
@@ -89,8 +91,8 @@ def weirdml_data(weirdml_task: TaskSpec, weirdml_settings: Settings) -> TaskData
 
 
 @pytest.fixture(scope="session")
-def weirdml_store(weirdml_settings: Settings) -> RecordStore:
-    return RecordStore(weirdml_settings.session_dir)
+def weirdml_store(weirdml_settings: Settings) -> SessionDir:
+    return SessionDir(weirdml_settings.session_dir)
 
 
 @pytest.fixture
@@ -106,10 +108,11 @@ def weirdml_run(
     weirdml_model: models.Model,
     weirdml_sandbox: Sandbox,
     weirdml_data: TaskData,
-    weirdml_store: RecordStore,
+    weirdml_store: SessionDir,
     weirdml_settings: Settings,
 ) -> RunRecord:
-    """Run the feedback loop for this item; every finished iteration is recorded at once."""
+    """Run the feedback loop for this item; every finished iteration is recorded at once, and
+    so is the end of the run (a harness error's end is recorded by the plugin's report hook)."""
     item = request.node
     hook = request.config.hook
 
@@ -144,12 +147,33 @@ def weirdml_run(
         )
     except HarnessError as exc:
         pytest.fail(f"{type(exc).__name__}: {exc} (not the model's fault; the run is not scored)", pytrace=False)
-    transcript = weirdml_store.write_transcript(run)
-    summary = run.summary()
-    # JUnit XML writes str(value): a JSON string stays readable (and parseable) there, where a
-    # dict would show as its Python repr. The flat properties are for JUnit dashboards.
-    item.user_properties.append(("weirdml", json.dumps(summary)))
-    item.user_properties.extend((f"weirdml_{key}", summary[key]) for key in ("task", "model", "run", "score"))
+    run.session = weirdml_settings.session
+    weirdml_store.end_run(run.task, run.model, run.run, session=run.session)
+    transcript = write_transcript(weirdml_store.path, run)
+    # Flat JUnit properties for dashboards; everything else is in the records.
+    item.user_properties.extend(
+        [
+            ("weirdml_task", run.task),
+            ("weirdml_model", run.model),
+            ("weirdml_run", run.run),
+            ("weirdml_score", run.score),
+        ]
+    )
     item.add_report_section("call", "weirdml", f"run score {run.score:.4f}; transcript: {transcript}")
     hook.pytest_weirdml_run(item=item, record=run)
     return run
+
+
+def record_harness_error(item: pytest.Item, error: str) -> None:
+    """A task item failed before its run could end: record that the run ended in a harness
+    error, so no summary scores what it finished. Called for a failed setup of a task item."""
+    callspec = getattr(item, "callspec", None)
+    case = callspec.params.get("weirdml_case") if callspec is not None else None
+    spec = task_of(item)
+    if not isinstance(case, Case) or spec is None:
+        return
+    settings = item.config.stash[SETTINGS_KEY]
+    # The name the iterations were recorded under (a conftest's own client names itself).
+    model = getattr(item, "funcargs", {}).get("weirdml_model")
+    name = model.name if isinstance(model, models.Model) else models.label(case.model)
+    SessionDir(settings.session_dir).end_run(spec.name, name, case.run, session=settings.session, error=error)

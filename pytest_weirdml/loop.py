@@ -18,6 +18,10 @@ from pytest_weirdml.records import IterationRecord, RunRecord
 from pytest_weirdml.sandbox import PREDICTIONS_CAP_BYTES, Environment, ExecResult, Limits, Sandbox
 from pytest_weirdml.tasks import PREDICTIONS_FILE, Score, TaskData, TaskSpec, score_predictions
 
+# The protocol this loop runs, in the words of docs/protocol.md: the system prompt below states
+# the number of submissions, and the feedback the submissions left and the best accuracy so far.
+PROTOCOL = "informed"
+
 SYSTEM_PROMPT = """\
 You are taking part in a benchmark of machine learning on unusual problems. You will get one \
 task with a small data set. Solve it by writing ONE complete Python script that trains a model \
@@ -166,13 +170,7 @@ def run_task(
             duration_s=result.duration_s if result else 0.0,
             score=score.accuracy,
             zero_reason=score.zero_reason,
-            input_tokens=response.input_tokens,
-            output_tokens=response.output_tokens,
-            reasoning_tokens=response.reasoning_tokens,
-            cached_tokens=response.cached_tokens,
-            cost_usd=response.cost_usd,
-            model_latency_s=response.latency_s,
-            retries=[dict(retry) for retry in response.retries],
+            usage=response.usage,
             started_at=started_at,
             wall_s=time.monotonic() - clock,
             sandbox=sandbox.name,

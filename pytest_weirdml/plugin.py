@@ -1,21 +1,29 @@
-"""pytest-weirdml's hooks: options, collection of task directories, parametrization, summary."""
+"""pytest-weirdml's hooks: options, collection of task directories, parametrization, the session
+header, recording harness errors, and the xdist glue."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_weirdml import config as config_mod
-from pytest_weirdml import fixtures, hookspecs
+from pytest_weirdml import fixtures, hookspecs, terminal
+from pytest_weirdml.collector import ResultsCollector
+from pytest_weirdml.errors import SandboxError
 from pytest_weirdml.fixtures import SETTINGS_KEY, cases
 from pytest_weirdml.items import MARKER, collect_task
-from pytest_weirdml.report.collector import ResultsCollector
-from pytest_weirdml.sandbox import image
 from pytest_weirdml.tasks import TASK_FILE
 
 SESSION_INPUT = "weirdml_session"
+SESSION_DIR_INPUT = "weirdml_session_dir"
+
+
+class ModelDeprecatedWarning(UserWarning):
+    """A chosen model is being retired by its provider (said once per session)."""
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -28,16 +36,39 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
-    session = workerinput[SESSION_INPUT] if workerinput else config_mod.new_session_name()
-    settings = config_mod.settings_from(config, session)
+    if workerinput:
+        settings = config_mod.settings_from(
+            config, workerinput[SESSION_INPUT], session_dir=Path(workerinput[SESSION_DIR_INPUT])
+        )
+    else:
+        settings = config_mod.settings_from(config, config_mod.new_session_name())
     config.stash[SETTINGS_KEY] = settings
     config.addinivalue_line("markers", f"{MARKER}: an item collected from a WeirdML task directory")
     config.pluginmanager.register(fixtures, "weirdml-fixtures")
     config.pluginmanager.register(BrokenTasks(), "weirdml-broken-tasks")
     if workerinput is None:
         config.pluginmanager.register(ResultsCollector(settings), "weirdml-results")
+        for note in settings.model_notes:
+            config.issue_config_time_warning(ModelDeprecatedWarning(note), stacklevel=2)
         if config.option.weirdml_build_image:
-            image.build_before_session()
+            _build_image()
+
+
+def _build_image() -> None:
+    """``--weirdml-build-image``: build (or find) the image; a failure stops the session."""
+    from pytest_weirdml.sandbox import image
+    from pytest_weirdml.sandbox.docker import connect
+
+    try:
+        tag = image.build(connect())
+    except SandboxError as exc:
+        raise pytest.UsageError(f"--weirdml-build-image: {exc}") from None
+    sys.stderr.write(f"weirdml: sandbox image {tag} is ready\n")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    workers = getattr(config.option, "numprocesses", None)
+    return terminal.header_lines(config.stash[SETTINGS_KEY], workers if isinstance(workers, int) and workers else 1)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -70,7 +101,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("weirdml_case", run_cases, ids=[case.id for case in run_cases])
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """A task item whose setup failed (the model, the sandbox or the data broke) ended its run in
+    a harness error: say so in the records, in the process that ran it."""
+    report = yield
+    if call.when == "setup" and report.failed and call.excinfo is not None:
+        exc = call.excinfo.value
+        message = getattr(exc, "msg", None) or f"{type(exc).__name__}: {exc}"
+        fixtures.record_harness_error(item, str(message))
+    return report
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """xdist: every worker writes into the controller's session directory."""
-    node.workerinput[SESSION_INPUT] = node.config.stash[SETTINGS_KEY].session
+    settings = node.config.stash[SETTINGS_KEY]
+    node.workerinput[SESSION_INPUT] = settings.session
+    node.workerinput[SESSION_DIR_INPUT] = str(settings.session_dir)

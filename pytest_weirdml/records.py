@@ -1,19 +1,57 @@
-"""Run and iteration records, and the JSON-lines store every finished iteration goes to."""
+"""The records a session keeps: what one model call cost, one submission, the end of a run.
+
+A session's ``records.jsonl`` holds one JSON object per line, of two kinds (the ``kind`` key):
+``iteration`` (an ``IterationRecord``, appended the moment a submission is scored) and
+``run_end`` (a ``RunEnd``: the run finished, or a harness error stopped it). Lines are written
+from these dataclasses and read back into them, so a field added to a dataclass is one line
+here and nothing else changes; unknown keys in old or newer files are ignored.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from filelock import FileLock
+SCHEMA_VERSION = 2
+ITERATION = "iteration"
+RUN_END = "run_end"
 
-RECORDS_FILE = "records.jsonl"
-SCHEMA_VERSION = 1
+FINISHED = "finished"
+ERROR = "error"
+# A run with records but no end: its session was killed or interrupted mid-run.
+INCOMPLETE = "incomplete"
+Status = Literal["finished", "error", "incomplete"]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What one model call used and cost; travels untouched from the provider to the record.
+
+    ``input_tokens`` counts the whole prompt, ``cached_tokens`` the part of it read from the
+    provider's prompt cache; ``output_tokens`` counts everything generated, ``reasoning_tokens``
+    the hidden part of it. ``cost_usd`` is ``None`` when the model has no price. ``retries``
+    lists the failed attempts before the answer, each ``{"attempt", "error", "wait_s"}``.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float | None = None
+    latency_s: float = 0.0
+    retries: tuple[dict[str, Any], ...] = ()
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Usage:
+        known = _known(cls, raw)
+        known["retries"] = tuple(dict(r) for r in known.get("retries", ()))
+        return cls(**known)
+
+
+# Records of schema 1 kept the usage fields flat in the iteration, the latency under this name.
+_FLAT_USAGE = {f.name: f.name for f in dataclasses.fields(Usage)} | {"model_latency_s": "latency_s"}
 
 
 @dataclass
@@ -34,18 +72,12 @@ class IterationRecord:
     duration_s: float
     score: float
     zero_reason: str | None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    cached_tokens: int = 0
-    cost_usd: float | None = None
-    model_latency_s: float = 0.0
-    # Failed model calls before the answer, each {"attempt", "error", "wait_s"}.
-    retries: list[dict[str, Any]] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
     started_at: str = ""
     wall_s: float = 0.0
     sandbox: str = ""
     session: str = ""
+    kind: str = ITERATION
     schema: int = SCHEMA_VERSION
 
     @property
@@ -62,123 +94,99 @@ class IterationRecord:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> IterationRecord:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in raw.items() if k in names})
+        known = _known(cls, raw)
+        if isinstance(raw.get("usage"), dict):
+            known["usage"] = Usage.from_dict(raw["usage"])
+        else:
+            flat = {new: raw[old] for old, new in _FLAT_USAGE.items() if old in raw}
+            known["usage"] = Usage.from_dict(flat)
+        known.setdefault("schema", 1)
+        return cls(**known)
+
+
+@dataclass
+class RunEnd:
+    """A run ended: ``finished`` (every submission made) or ``error`` (the harness, the sandbox
+    or the provider broke; the run is not scored). The last end of a run wins, unless an
+    iteration of the run was recorded after it (a resumed session went on)."""
+
+    task: str
+    model: str
+    run: int
+    status: str
+    error: str | None = None
+    ended_at: str = ""
+    session: str = ""
+    kind: str = RUN_END
+    schema: int = SCHEMA_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> RunEnd:
+        return cls(**_known(cls, raw))
+
+
+Record = IterationRecord | RunEnd
+
+
+def parse_record(line: str | bytes) -> Record:
+    """One line of a records file; ``ValueError`` for a line that is not a record."""
+    raw = json.loads(line)
+    if not isinstance(raw, dict):
+        raise ValueError(f"not a record: {str(line)[:80]!r}")
+    try:
+        if raw.get("kind", ITERATION) == RUN_END:
+            return RunEnd.from_dict(raw)
+        return IterationRecord.from_dict(raw)
+    except TypeError as exc:  # a required field is missing
+        raise ValueError(f"not a record ({exc}): {str(line)[:80]!r}") from None
 
 
 @dataclass
 class RunRecord:
-    """One (task, model, run): its iterations in order; the run score is their maximum."""
+    """One (task, model, run): its iterations in order and how it ended; the run score is the
+    best iteration's accuracy."""
 
     task: str
     model: str
     run: int
     iterations: list[IterationRecord] = field(default_factory=list)
+    session: str = ""
+    status: str = FINISHED
+    error: str | None = None
+    ended_at: str = ""
 
     @property
     def score(self) -> float:
         return max((it.score for it in self.iterations), default=0.0)
 
+    @property
+    def scored(self) -> bool:
+        """Only finished runs count; a harness error or a killed session is not the model's doing."""
+        return self.status == FINISHED
+
     def summary(self) -> dict[str, Any]:
-        """Plain JSON types only: this travels from xdist workers in ``user_properties``."""
+        """The run as plain JSON data, the unit the statistics aggregate."""
         its = self.iterations
-        costs = [it.cost_usd for it in its if it.cost_usd is not None]
+        costs = [it.usage.cost_usd for it in its if it.usage.cost_usd is not None]
         return {
+            "session": self.session,
             "task": self.task,
             "model": self.model,
             "run": self.run,
+            "status": self.status,
             "score": self.score,
             "scores": [it.score for it in its],
             "zero_reasons": [it.zero_reason for it in its],
             "exec_s": [round(it.duration_s, 3) for it in its if it.code is not None],
             "code_lines": [it.code_lines for it in its if it.code is not None],
-            "output_tokens": [it.output_tokens for it in its],
+            "output_tokens": [it.usage.output_tokens for it in its],
             "cost_usd": sum(costs) if costs else None,
         }
 
 
-class RecordStore:
-    """Appends iterations to ``records.jsonl``; safe for several processes (xdist workers)."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / RECORDS_FILE
-        self._lock = FileLock(str(self.path) + ".lock")
-        self._drop_torn_tail()
-
-    def _drop_torn_tail(self) -> None:
-        """A session killed mid-write leaves half a line; new lines must not be glued to it."""
-        with self._lock:
-            if not self.path.is_file():
-                return
-            with open(self.path, "rb+") as fh:
-                data = fh.read()
-                if data and not data.endswith(b"\n"):
-                    fh.truncate(data.rfind(b"\n") + 1)
-
-    def finished(self, task: str, model: str, run: int) -> list[IterationRecord]:
-        """The iterations this directory already holds for one run, in order (for resuming)."""
-        if not self.path.is_file():
-            return []
-        found = {r.iteration: r for r in read_records(self.path) if (r.task, r.model, r.run) == (task, model, run)}
-        # Only an unbroken prefix 1..k can be continued.
-        prefix: list[IterationRecord] = []
-        while len(prefix) + 1 in found:
-            prefix.append(found[len(prefix) + 1])
-        return prefix
-
-    def append(self, record: IterationRecord) -> None:
-        line = record.to_json() + "\n"
-        with self._lock, open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            # A session killed right after this call must still find the line on disk.
-            os.fsync(fh.fileno())
-
-    def write_transcript(self, run: RunRecord) -> Path:
-        path = self.directory / "transcripts" / run.task / f"{_safe(run.model)}-{run.run}.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render_transcript(run), encoding="utf-8")
-        return path
-
-
-def read_records(path: Path) -> Iterator[IterationRecord]:
-    """Every complete line of a records file (a torn last line from a crash is skipped)."""
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if not line.endswith("\n"):
-                break
-            yield IterationRecord.from_dict(json.loads(line))
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-
-
-def render_transcript(run: RunRecord) -> str:
-    """A readable Markdown transcript of a run."""
-    lines = [f"# {run.task} · {run.model} · run {run.run}", "", f"Run score: {run.score:.4f}", ""]
-    for it in run.iterations:
-        verdict = f"{it.score:.4f}" + (f" ({it.zero_reason})" if it.zero_reason else "")
-        lines += [
-            f"## Iteration {it.iteration}: {verdict}",
-            "",
-            f"Script: exit {it.exit_code}, {it.duration_s:.1f} s" + (", timed out" if it.timed_out else ""),
-            "",
-            "### Prompt",
-            "",
-            it.prompt,
-            "",
-            "### Response",
-            "",
-            it.response,
-            "",
-            "### Output",
-            "",
-            "```text",
-            it.output,
-            "```",
-            "",
-        ]
-    return "\n".join(lines)
+def _known(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in raw.items() if k in names}

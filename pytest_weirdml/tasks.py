@@ -28,6 +28,9 @@ from filelock import FileLock
 
 from pytest_weirdml.errors import DataUnavailable, TaskError
 
+# The bundled tasks live in the repository's tasks/; the wheel ships them as this sub-package
+# (pyproject.toml maps it onto tasks/).
+BUNDLED_PACKAGE = "pytest_weirdml.bundled_tasks"
 TASK_FILE = "task.toml"
 PROMPT_FILE = "prompt.md"
 REFERENCE_FILE = "reference.py"
@@ -76,6 +79,32 @@ class TaskSpec:
         digest = hashlib.sha256(self.builder.read_bytes())
         digest.update(json.dumps(dict(self.params), sort_keys=True).encode())
         return f"v{self.data_version}-seed{self.seed}-{digest.hexdigest()[:12]}"
+
+
+def bundled_tasks_dir() -> Path:
+    """The directory of the tasks that ship with the plugin: inside the installed package, or
+    the checkout's ``tasks/`` when the package runs from a source tree. ``FileNotFoundError``
+    when neither is there."""
+    package_dir = Path(__file__).resolve().parent
+    candidates = [
+        package_dir / BUNDLED_PACKAGE.rpartition(".")[2],  # an installed wheel
+        *(Path(p) for p in _mapped_paths()),  # an editable install maps the name onto tasks/
+        package_dir.parent / "tasks",  # a source tree on sys.path
+    ]
+    for candidate in candidates:
+        if any(candidate.glob(f"*/{TASK_FILE}")):
+            return candidate
+    raise FileNotFoundError(
+        f"no bundled tasks found (looked in {', '.join(map(str, candidates))}); reinstall pytest-weirdml"
+    )
+
+
+def _mapped_paths() -> list[str]:
+    try:
+        spec = importlib.util.find_spec(BUNDLED_PACKAGE)
+    except (ImportError, ValueError):
+        return []
+    return list(spec.submodule_search_locations or []) if spec is not None else []
 
 
 def _fail(path: Path, problem: str) -> TaskError:

@@ -95,6 +95,11 @@ def read_jsonl(path: Path) -> list[dict]:  # type: ignore[type-arg]
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def read_iterations(path: Path) -> list[dict]:  # type: ignore[type-arg]
+    """The iteration lines of a records file (it also holds one ``run_end`` line per ended run)."""
+    return [record for record in read_jsonl(path) if record["kind"] == "iteration"]
+
+
 def session_dir(pytester: pytest.Pytester) -> Path:
     dirs = sorted((pytester.path / "reports").iterdir())
     assert len(dirs) == 1, dirs

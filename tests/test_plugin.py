@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import GOOD_SCRIPT, SYSTEM_PROMPT_SPY, read_jsonl, session_dir, write_replay, write_tiny_task
+from helpers import GOOD_SCRIPT, SYSTEM_PROMPT_SPY, read_iterations, read_jsonl, session_dir, write_replay, write_tiny_task
 
 
 def test_items_are_named_task_model_run(pytester: pytest.Pytester, tiny: Path, base_args: list[str]) -> None:
@@ -111,7 +111,7 @@ def test_reference_and_baseline_run_record_and_summarise(
         ]
     )
     where = session_dir(pytester)
-    records = read_jsonl(where / "records.jsonl")
+    records = read_iterations(where / "records.jsonl")
     # reference and baseline submit fixed scripts, so each run has exactly one iteration.
     assert sorted((r["model"], r["run"], r["iteration"]) for r in records) == [
         ("baseline", 0, 1),
@@ -140,13 +140,13 @@ def test_model_and_sandbox_fixtures_can_be_overridden_from_conftest(
     pytester.makeconftest(
         f"""
         import pytest
-        from pytest_weirdml.models import Model, Response
+        from pytest_weirdml.models import Model, Response, Usage
         from pytest_weirdml.sandbox.local import LocalSandbox
 
         class MyClient(Model):
             name = "mine"
             def generate(self, request):
-                return Response(text="```python\\n" + {GOOD_SCRIPT!r} + "```", output_tokens=7)
+                return Response("```python\\n" + {GOOD_SCRIPT!r} + "```", Usage(output_tokens=7))
 
         class CountingSandbox(LocalSandbox):
             calls = 0
@@ -170,7 +170,9 @@ def test_model_and_sandbox_fixtures_can_be_overridden_from_conftest(
     # 2 iterations of the client's script plus the probe that reads the package versions.
     result.stdout.fnmatch_lines(["*SANDBOX RUNS 3*"])
     records = read_jsonl(session_dir(pytester) / "records.jsonl")
-    assert [(r["model"], r["score"], r["output_tokens"]) for r in records] == [("mine", 1.0, 7), ("mine", 1.0, 7)]
+    iterations = [r for r in records if r["kind"] == "iteration"]
+    assert [(r["model"], r["score"], r["usage"]["output_tokens"]) for r in iterations] == [("mine", 1.0, 7)] * 2
+    assert records[-1]["kind"] == "run_end" and records[-1]["status"] == "finished" and records[-1]["model"] == "mine"
 
 
 def test_feedback_loop_gives_reasons_and_what_is_left(
@@ -188,7 +190,7 @@ def test_feedback_loop_gives_reasons_and_what_is_left(
     )
     result = pytester.runpytest(f"--weirdml-model=replay:{replay}", "--weirdml-runs=1", *base_args)
     result.assert_outcomes(passed=1)
-    records = read_jsonl(session_dir(pytester) / "records.jsonl")
+    records = read_iterations(session_dir(pytester) / "records.jsonl")
     assert [r["score"] for r in records] == [0.0, 0.0, 0.0, 1.0]
     reasons = [r["zero_reason"] for r in records]
     assert reasons[0].startswith("no code block")
@@ -228,4 +230,8 @@ def test_summary_is_right_under_xdist(pytester: pytest.Pytester, tiny: Path, bas
     summary = json.loads((where / "summary.json").read_text())
     assert len(summary["runs"]) == 8
     assert summary["models"]["reference"]["runs"] == 4
-    assert len(read_jsonl(where / "records.jsonl")) == 8
+    records = read_jsonl(where / "records.jsonl")
+    assert [r["kind"] for r in records].count("iteration") == 8
+    assert {(r["task"], r["model"], r["run"]) for r in records if r["kind"] == "run_end"} == {
+        (task, model, run) for task in ("tiny", "second") for model in ("reference", "baseline") for run in (0, 1)
+    }

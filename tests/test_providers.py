@@ -106,7 +106,8 @@ def _run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
 def _records(project: pytest.Pytester) -> list[dict[str, object]]:
     files = sorted((project.path / "reports").glob("*/records.jsonl"))
     assert files, "no records.jsonl written"
-    return [json.loads(line) for line in files[-1].read_text().splitlines()]
+    lines = [json.loads(line) for line in files[-1].read_text().splitlines()]
+    return [line for line in lines if line["kind"] == "iteration"]
 
 
 def _model(wire: str, server: FakeProvider, sleeps: list[float] | None = None, **settings: object) -> ProviderModel:
@@ -118,7 +119,8 @@ def _model(wire: str, server: FakeProvider, sleeps: list[float] | None = None, *
         api_key_env=(KEY_ENV[wire],),
         **{"timeout_s": 5.0, "retry_initial_s": 0.01, "max_output_tokens": 1000, **settings},  # type: ignore[arg-type]
     )
-    model = models.provider.build(config)
+    model = models.build_provider(config)
+    assert isinstance(model, ProviderModel)
     if sleeps is not None:
         model._sleep = sleeps.append  # record the waits instead of sleeping through them
     return model
@@ -152,9 +154,11 @@ def test_full_run_is_scored_and_no_key_is_written(project: pytest.Pytester, wire
     assert 0.0 < float(records[1]["score"]) < 1.0  # type: ignore[arg-type]
     assert records[2]["score"] == 1.0
     for record in records:
-        assert (record["input_tokens"], record["output_tokens"], record["cached_tokens"]) == (100, 50, 20)
-        assert record["reasoning_tokens"] == 10 and record["retries"] == []
-        assert record["cost_usd"] == pytest.approx((80 * 3.0 + 20 * 0.3 + 50 * 15.0) / 1e6)
+        usage = record["usage"]
+        assert isinstance(usage, dict)
+        assert (usage["input_tokens"], usage["output_tokens"], usage["cached_tokens"]) == (100, 50, 20)
+        assert usage["reasoning_tokens"] == 10 and usage["retries"] == [] and usage["latency_s"] > 0
+        assert usage["cost_usd"] == pytest.approx((80 * 3.0 + 20 * 0.3 + 50 * 15.0) / 1e6)
     # The model saw the feedback of each submission.
     third = server.requests[2].conversation
     assert [role for role, _ in third] == ["system", "user", "assistant", "user", "assistant", "user"]
@@ -250,8 +254,8 @@ def test_rate_limit_honours_retry_after(wire: str) -> None:
         response = _ask(_model(wire, server, sleeps))
     assert response.text == "fine"
     assert sleeps == [7.0]
-    assert len(response.retries) == 1
-    retry = response.retries[0]
+    assert len(response.usage.retries) == 1
+    retry = response.usage.retries[0]
     assert (retry["attempt"], retry["wait_s"]) == (1, 7.0)
     assert "429" in retry["error"] and "slow down" in retry["error"]
 
@@ -268,12 +272,12 @@ def test_transient_failures_back_off_and_succeed(wire: str, failure: str) -> Non
         server.plan.extend([planned, planned])
         response = _ask(_model(wire, server, sleeps))
     assert response.text == "fine" and len(server.requests) == 3
-    assert [r["attempt"] for r in response.retries] == [1, 2]
+    assert [r["attempt"] for r in response.usage.retries] == [1, 2]
     assert all(0 < s <= 0.1 for s in sleeps) and len(sleeps) == 2
     if failure == "dropped":
-        assert "connection error" in response.retries[0]["error"]
+        assert "connection error" in response.usage.retries[0]["error"]
     else:
-        assert str(planned.status) in response.retries[0]["error"]
+        assert str(planned.status) in response.usage.retries[0]["error"]
 
 
 def test_timeout_is_retried(wire: str) -> None:
@@ -282,7 +286,7 @@ def test_timeout_is_retried(wire: str) -> None:
         server.plan.append(Planned(delay_s=2.0))
         response = _ask(_model(wire, server, sleeps, timeout_s=0.5))
     assert response.text == "fine"
-    assert len(response.retries) == 1 and "timeout" in response.retries[0]["error"]
+    assert len(response.usage.retries) == 1 and "timeout" in response.usage.retries[0]["error"]
 
 
 def test_retries_are_bounded_by_count_and_total_wait(wire: str) -> None:
@@ -311,11 +315,11 @@ def test_usage_and_cost(wire: str) -> None:
     with FakeProvider(wire, lambda c: "fine", usage=usage) as server:
         response = _ask(_model(wire, server, price_input=2.0, price_output=8.0, price_cached_input=0.5))
         unpriced = _ask(_model(wire, server))
-    assert (response.input_tokens, response.cached_tokens) == (12_000, 2_000)
-    assert (response.output_tokens, response.reasoning_tokens) == (3_000, 1_000)
-    assert response.cost_usd == pytest.approx((10_000 * 2.0 + 2_000 * 0.5 + 3_000 * 8.0) / 1e6)
-    assert response.latency_s > 0
-    assert unpriced.cost_usd is None
+    assert (response.usage.input_tokens, response.usage.cached_tokens) == (12_000, 2_000)
+    assert (response.usage.output_tokens, response.usage.reasoning_tokens) == (3_000, 1_000)
+    assert response.usage.cost_usd == pytest.approx((10_000 * 2.0 + 2_000 * 0.5 + 3_000 * 8.0) / 1e6)
+    assert response.usage.latency_s > 0
+    assert unpriced.usage.cost_usd is None
 
 
 def test_settings_reach_the_wire(wire: str) -> None:
@@ -351,15 +355,19 @@ def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_aliases_merge_shipped_and_user_settings(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(
-        '[tool.weirdml.models."anthropic:claude-sonnet-4-5"]\nprice_output = 16.0\n'
+        '[tool.weirdml.models."anthropic:claude-sonnet-5-5"]\nprice_input = 3.0\nprice_output = 16.0\n'
+        'price_checked = "2026-11-30"\n'
         "[tool.weirdml.models.claude]\ntemperature = 0.2\n"
         '[tool.weirdml.models.mine]\nmodel = "claude"\niterations = 2\n'
     )
     (tmp_path / "weirdml.toml").write_text("[providers.anthropic]\nmax_output_tokens = 2000\n")
     catalog = Catalog.load(tmp_path)
     mine = catalog.lookup("mine")
-    assert (mine.provider, mine.model) == ("anthropic", "claude-sonnet-4-5")
-    assert (mine.price_input, mine.price_output) == (3.0, 16.0)
+    assert (mine.provider, mine.model) == ("anthropic", "claude-sonnet-5-5")
+    assert (mine.price_input, mine.price_output, mine.price_checked) == (3.0, 16.0, "2026-11-30")
+    assert mine.price_text() == "$3.00 / $16.00 per M tokens in / out (checked 2026-11-30)"
+    # The shipped alias's model has no verified price: unknown, not a guess.
+    assert Catalog.load().lookup("claude").price_text() == "cost unknown"
     assert (mine.temperature, mine.iterations, mine.max_output_tokens) == (0.2, 2, 2000)
     assert mine.api_key_env == ("ANTHROPIC_API_KEY",)
     assert catalog.lookup("openai:some-new-model").price_input is None

@@ -1,5 +1,5 @@
-"""Reports of a real session: terminal tables, live progress, summary.json, the CSV in the
-published table's columns, JUnit properties, re-render and merge, and the HTML report opened in
+"""Reports of a real session: terminal tables, live progress, summary.json, the CSVs in the
+published table's columns, JUnit properties, rebuild and merge, and the HTML report opened in
 headless Chromium."""
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from helpers import GOOD_SCRIPT, write_replay, write_tiny_task
 
-from pytest_weirdml.report import export
-from pytest_weirdml.report.html import _simple_highlight
+from pytest_weirdml.report import export, published
+from pytest_weirdml.report.build import write_reports
 from pytest_weirdml.report.summary import SUMMARY_SCHEMA
+from pytest_weirdml.session import SessionDir
 
 PUBLISHED = Path(__file__).resolve().parents[2] / "shared" / "weirdml" / "leaderboard.csv"
 # CI can keep the screenshots as artifacts by pointing this somewhere it collects.
@@ -49,10 +50,10 @@ def leaderboard(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return PUBLISHED
     path = tmp_path_factory.mktemp("published") / "leaderboard.csv"
     with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=export.LEADERBOARD_COLUMNS)
+        writer = csv.DictWriter(fh, fieldnames=published.LEADERBOARD_COLUMNS)
         writer.writeheader()
         for i, acc in enumerate((0.95, 0.8, 0.6, 0.4)):
-            row = dict.fromkeys(export.LEADERBOARD_COLUMNS, "")
+            row = dict.fromkeys(published.LEADERBOARD_COLUMNS, "")
             row.update(
                 internal_model_name=f"m{i}", display_name=f"model {i}", avg_acc=str(acc), shapes_easy_acc=str(acc)
             )
@@ -112,6 +113,10 @@ def test_summary_json_is_versioned_and_complete(session: tuple[subprocess.Comple
         "the script crashed (exit code 3)",
     }
     assert len(summary["runs"]) == 6 and {r["session"] for r in summary["runs"]} == {where.name}
+    assert summary["published_tasks"] == [TASK] and summary["errors"] == summary["incomplete"] == []
+    assert summary["created"] == max(json.loads(line).get("ended_at", "") for line in open(where / "records.jsonl"))
+    # Offline models call no API: their cost is a known zero.
+    assert summary["models"]["reference"]["cost_per_run_usd"] == 0.0
 
 
 def test_csv_has_the_published_header_and_appends_to_the_published_table(
@@ -119,28 +124,30 @@ def test_csv_has_the_published_header_and_appends_to_the_published_table(
 ) -> None:
     _, where = session
     ours = (where / "results.csv").read_text()
-    published = leaderboard.read_text()
-    assert ours.splitlines()[0] == published.splitlines()[0]
-    combined = list(
-        csv.DictReader(io.StringIO(published.rstrip("\n") + "\n" + "\n".join(ours.splitlines()[1:]) + "\n"))
-    )
+    table = leaderboard.read_text()
+    assert ours.splitlines()[0] == table.splitlines()[0]
+    combined = list(csv.DictReader(io.StringIO(table.rstrip("\n") + "\n" + "\n".join(ours.splitlines()[1:]) + "\n")))
     mine = {row["internal_model_name"]: row for row in combined if row["API source"] == export.SOURCE}
     assert set(mine) == {"reference", "baseline", "replay:answers.json"}
-    assert float(mine["baseline"]["avg_acc"]) == pytest.approx(0.45)
+    assert float(mine["baseline"][f"{TASK}_acc"]) == pytest.approx(0.45)
+    # One of the table's 17 tasks: an average over it would not mean what the table's averages mean.
+    assert mine["baseline"]["avg_acc"] == mine["baseline"]["avg_acc_standard_error"] == ""
     assert float(mine["reference"]["code_len_p50"]) == 5.0
-    assert len(combined) == len(published.splitlines()) - 1 + 3
+    assert len(combined) == len(table.splitlines()) - 1 + 3
+    assert not (where / export.OWN_RESULTS_FILE).exists()  # every task of the session is a published one
 
 
-def test_junit_properties_are_readable_json_and_flat_values(
-    session: tuple[subprocess.CompletedProcess[str], Path],
-) -> None:
+def test_junit_properties_are_flat_values(session: tuple[subprocess.CompletedProcess[str], Path]) -> None:
     _, where = session
     cases = ET.parse(where.parents[1] / "junit.xml").getroot().iter("testcase")
     props = [{p.get("name"): p.get("value") for p in case.iter("property")} for case in cases]
     assert len(props) == 6
+    summary = json.loads((where / "summary.json").read_text())
+    scores = sorted(str(run["score"]) for run in summary["runs"])
+    assert sorted(prop["weirdml_score"] or "" for prop in props) == scores
     for prop in props:
-        run = json.loads(prop["weirdml"] or "")
-        assert prop["weirdml_score"] == str(run["score"]) and prop["weirdml_task"] == TASK
+        assert set(prop) == {"weirdml_task", "weirdml_model", "weirdml_run", "weirdml_score"}
+        assert prop["weirdml_task"] == TASK
 
 
 def test_rerender_and_merge_from_records_only(
@@ -181,6 +188,8 @@ def test_rerender_and_merge_from_records_only(
     assert len(merged["runs"]) == 12 and merged["sessions"] == [where.name, "other"]
     assert merged["models"]["baseline"]["tasks"][TASK]["n"] == 4
     assert (out / "report.html").read_text().count("<details class='run'") == 12
+    # Merged sessions keep their transcripts apart (their run numbers overlap).
+    assert len(list((out / "transcripts").glob(f"*/{TASK}/*.md"))) == 12
     bad = subprocess.run(
         [sys.executable, "-m", "pytest_weirdml.report", str(tmp_path / "nope"), "-o", str(out)],
         capture_output=True,
@@ -190,22 +199,14 @@ def test_rerender_and_merge_from_records_only(
 
 
 def test_published_rows_read_and_spread_for_the_bars(leaderboard: Path) -> None:
-    rows = export.read_leaderboard(leaderboard)
+    rows = published.read_leaderboard(leaderboard)
     assert rows and all(r.avg_acc is not None for r in rows)
-    picked = export.pick_published(rows, [TASK], count=4)
-    accs = [r.shared_acc([TASK]) for r in picked]
+    picked = published.pick_published(rows, [TASK], count=4)
+    accs = [r.mean_over([TASK]) for r in picked]
     assert len(picked) == 4 and accs == sorted(accs, reverse=True)  # type: ignore[type-var]
     assert accs[0] == max(r.task_acc[TASK] for r in rows if TASK in r.task_acc)
-    # Without our tasks in the table, rows fall back to their own average and say so.
-    assert not export.comparable(rows, ["tiny"]) and rows[0].accuracy(["tiny"]) == rows[0].avg_acc
-
-
-def test_fallback_highlighter_marks_tokens_and_escapes_html() -> None:
-    out = _simple_highlight("def f(x):  # <tag>\n    return 'a' + 1\n")
-    assert '<span class="k">def</span>' in out and '<span class="f">f</span>' in out
-    assert '<span class="c"># &lt;tag&gt;</span>' in out and '<span class="s">&#x27;a&#x27;</span>' in out
-    assert '<span class="n">1</span>' in out
-    assert _simple_highlight("x = '''unterminated") == "x = &#x27;&#x27;&#x27;unterminated"
+    # A row is compared only on tasks it has, never by its own average over other tasks.
+    assert rows[0].mean_over(["tiny"]) is None and published.comparable_rows(rows, ["tiny"]) == []
 
 
 def test_live_progress_reaches_the_controller_under_xdist(tmp_path: Path) -> None:
@@ -225,6 +226,10 @@ def test_live_progress_reaches_the_controller_under_xdist(tmp_path: Path) -> Non
     for run in (0, 1):
         for iteration in (1, 2, 3):
             assert f"weirdml tiny · replay:answers.json · run {run} · iteration {iteration}: " in result.stdout
+    # Each progress line is a line of its own: never glued to pytest's dots, nor they to it.
+    progress = [line for line in result.stdout.splitlines() if " · iteration " in line]
+    assert len(progress) == 6 and all(line.startswith("weirdml tiny · ") for line in progress)
+    assert all(line.rstrip().endswith(("best 0.0000", "best 1.0000")) or " · script " in line for line in progress)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
@@ -293,13 +298,12 @@ def test_quiet_keeps_one_line_per_model_and_verbose_adds_progression(
 def test_report_without_matplotlib_says_how_to_get_figures(
     session: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_weirdml.report import figures, render
+    from pytest_weirdml.report import figures
 
     _, where = session
     monkeypatch.setattr(figures, "available", lambda: False)
-    summary = json.loads((where / "summary.json").read_text())
-    paths = render.write_reports(summary, tmp_path, render.load_records(where))
-    page = paths["html"].read_text()
+    built = write_reports(SessionDir(where).runs(), tmp_path)
+    page = built.paths["html"].read_text()
     assert "pip install &#x27;pytest-weirdml[report]&#x27;" in page and "<img" not in page
     assert page.count("<details class='run'") == 6
 

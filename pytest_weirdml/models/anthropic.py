@@ -5,20 +5,31 @@ Settings: ``thinking_budget`` (extended thinking: a token budget, or ``"adaptive
 ``extra_body`` (fields merged into the request body). Requests are not
 streamed, so the SDK's refusal of long non-streaming calls is avoided by always passing our
 own timeout (``timeout_s``).
+
+The SDK warns (``DeprecationWarning``) on every call to a model in its deprecation table; the
+harness says it once per session instead (``deprecation``), so that warning is silenced here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
-from pytest_weirdml.models import Message
-from pytest_weirdml.models.provider import Failure, ProviderModel, Reply, import_sdk, sdk_failure, split_system
+from pytest_weirdml.models.base import PROVIDERS, Message, Response
+from pytest_weirdml.models.provider import Failure, ProviderModel, import_sdk, sdk_failure, split_system
+from pytest_weirdml.records import Usage
 
 
+@PROVIDERS.register("anthropic", usage="anthropic:MODEL")
 class AnthropicModel(ProviderModel):
     provider = "anthropic"
     extra = "anthropic"
+    options: ClassVar[Mapping[str, tuple[type, ...]]] = {
+        "thinking_budget": (int, str),
+        "effort": (str,),
+        "extra_body": (dict,),
+    }
 
     def _connect(self, api_key: str | None) -> Any:
         self._sdk = import_sdk("anthropic", self.provider, self.extra)
@@ -29,7 +40,14 @@ class AnthropicModel(ProviderModel):
             max_retries=0,  # tenacity retries, so each one is counted and recorded
         )
 
-    def _call(self, messages: Sequence[Message]) -> Reply:
+    def retirement(self) -> str | None:
+        try:
+            from anthropic._data import DEPRECATED_MODELS  # the SDK's own table (model -> date)
+        except ImportError:
+            return None
+        return DEPRECATED_MODELS.get(self.config.model)
+
+    def _call(self, messages: Sequence[Message]) -> Response:
         config = self.config
         system, turns = split_system(messages)
         kwargs: dict[str, Any] = {
@@ -52,7 +70,9 @@ class AnthropicModel(ProviderModel):
             kwargs["output_config"] = {"effort": config.effort}
         if extra:
             kwargs["extra_body"] = extra
-        message = self._client.messages.create(**kwargs)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"The model '.*' is deprecated", category=DeprecationWarning)
+            message = self._client.messages.create(**kwargs)
         text = "".join(block.text for block in message.content if getattr(block, "type", None) == "text")
         usage = message.usage
         cached = usage.cache_read_input_tokens or 0
@@ -60,7 +80,7 @@ class AnthropicModel(ProviderModel):
         prompt = usage.input_tokens + cached + (usage.cache_creation_input_tokens or 0)
         details = getattr(usage, "output_tokens_details", None)
         thinking = getattr(details, "thinking_tokens", 0) or 0
-        return Reply(text, prompt, usage.output_tokens, thinking, cached)
+        return Response(text, Usage(prompt, usage.output_tokens, thinking, cached))
 
     def _classify(self, exc: BaseException) -> Failure | None:
         return sdk_failure(exc, self._sdk, self.config.timeout_s)

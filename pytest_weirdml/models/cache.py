@@ -7,7 +7,7 @@ answers, not the harness's feedback: feedback carries script run times and train
 differ on every run, and keying on them would make a replay miss from the second iteration on.
 A file lock per entry lets xdist workers share the directory; a worker that finds an entry
 being written waits for it instead of paying for the same call twice. Replayed answers keep
-the tokens and cost the API reported when they were made, and no retries.
+the usage (tokens, cost, latency) the API reported when they were made, and no retries.
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ from typing import Any
 
 from filelock import FileLock
 
-from pytest_weirdml.models import Message, Model, Request, Response
+from pytest_weirdml.models.base import Message, Model, Request, Response
+from pytest_weirdml.records import Usage
 
-CACHE_VERSION = 1
+# 2: an entry holds the text and the call's usage, as {"text", "usage"}.
+CACHE_VERSION = 2
 
 
 def _without_feedback(messages: Sequence[Message]) -> list[Message]:
@@ -51,6 +53,9 @@ class CachedModel(Model):
     def identity(self) -> dict[str, Any] | None:
         return self.inner.identity()
 
+    def deprecation(self) -> str | None:
+        return self.inner.deprecation()
+
     def key(self, request: Request) -> str:
         payload = {
             "version": CACHE_VERSION,
@@ -71,11 +76,9 @@ class CachedModel(Model):
             if path.is_file():
                 self.hits += 1
                 raw = json.loads(path.read_text(encoding="utf-8"))
-                fields = {f.name for f in dataclasses.fields(Response)} - {"retries"}
-                return Response(**{k: v for k, v in raw.items() if k in fields})
+                return Response(raw["text"], Usage.from_dict(raw["usage"]))
             response = self.inner.generate(request)
-            data = dataclasses.asdict(response)
-            data.pop("retries")
+            data = {"text": response.text, "usage": dataclasses.asdict(dataclasses.replace(response.usage, retries=()))}
             # Written whole then renamed: a killed session leaves no half entry to replay.
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")

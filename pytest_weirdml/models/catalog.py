@@ -7,16 +7,18 @@ at the rootdir; ``weirdml.toml`` wins), with the same layout::
     [providers.anthropic]             # defaults for every anthropic model
     max_output_tokens = 32000
 
-    [models."anthropic:claude-sonnet-4-5"]   # settings of one provider model (prices here)
+    [models."anthropic:claude-sonnet-5-5"]   # settings of one provider model (prices here)
     price_input = 3.0                 # USD per million input tokens
     price_output = 15.0
+    price_checked = "2026-11-30"      # when the prices were read off the provider's page
 
     [models.claude]                   # an alias: its settings on top of its model's
-    model = "anthropic:claude-sonnet-4-5"
+    model = "anthropic:claude-sonnet-5-5"
     thinking_budget = 16000
 
 A name resolves to: the provider's defaults, then the ``provider:model-id`` entry, then each
-alias on the way, the nearest last.
+alias on the way, the nearest last. Which providers exist, and which settings each one takes
+besides the common ones, the provider modules say (``base.PROVIDERS``, ``ProviderModel.options``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-PROVIDERS = ("anthropic", "openai", "google", "openai-compatible")
+from pytest_weirdml.models.base import PROVIDERS
+from pytest_weirdml.records import Usage
 
 # Settings every provider understands, with the TOML types they accept.
 _COMMON: dict[str, tuple[type, ...]] = {
@@ -44,15 +47,22 @@ _COMMON: dict[str, tuple[type, ...]] = {
     "max_retries": (int,),
     "max_retry_wait_s": (int, float),
     "retry_initial_s": (int, float),
+    # When the prices were read off the provider's page ("2025-11"); shown beside every price.
+    "price_checked": (str,),
+    # The provider retires the model on this date (as it states it); use ``replacement`` instead.
+    "retires": (str,),
+    "replacement": (str,),
 }
-# Reasoning knobs differ per API; a knob given to the wrong provider is a mistake worth naming.
-_SPECIFIC: dict[str, dict[str, tuple[type, ...]]] = {
-    "anthropic": {"thinking_budget": (int, str), "effort": (str,), "extra_body": (dict,)},
-    "openai": {"reasoning_effort": (str,), "extra_body": (dict,)},
-    "openai-compatible": {"reasoning_effort": (str,), "extra_body": (dict,)},
-    "google": {"thinking_budget": (int,), "thinking_level": (str,)},
-}
-_ALL_KEYS = {"model", *_COMMON, *(key for keys in _SPECIFIC.values() for key in keys)}
+
+
+def _specific(provider: str) -> dict[str, tuple[type, ...]]:
+    """The settings only this provider takes (reasoning knobs differ per API; a knob given to
+    the wrong provider is a mistake worth naming)."""
+    return dict(PROVIDERS.lookup(provider).options)
+
+
+def _all_keys() -> set[str]:
+    return {"model", *_COMMON, *(key for name in PROVIDERS.names() for key in _specific(name))}
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,9 @@ class ModelConfig:
     price_input: float | None = None
     price_output: float | None = None
     price_cached_input: float | None = None
+    price_checked: str | None = None
+    retires: str | None = None
+    replacement: str | None = None
     iterations: int | None = None
     base_url: str | None = None
     api_key_env: tuple[str, ...] = ()
@@ -98,13 +111,22 @@ class ModelConfig:
             "extra_body": dict(self.extra_body) if self.extra_body else None,
         }
 
-    def cost(self, input_tokens: int, cached_tokens: int, output_tokens: int) -> float | None:
+    def cost(self, usage: Usage) -> float | None:
         """USD for one call from the price table; ``None`` when the model has no prices."""
         if self.price_input is None or self.price_output is None:
             return None
         cached_price = self.price_input if self.price_cached_input is None else self.price_cached_input
-        fresh = max(input_tokens - cached_tokens, 0)
-        return (fresh * self.price_input + cached_tokens * cached_price + output_tokens * self.price_output) / 1e6
+        fresh = max(usage.input_tokens - usage.cached_tokens, 0)
+        return (
+            fresh * self.price_input + usage.cached_tokens * cached_price + usage.output_tokens * self.price_output
+        ) / 1e6
+
+    def price_text(self) -> str:
+        """``$3.00 / $15.00 per M tokens (checked 2025-11)``, or ``cost unknown``."""
+        if self.price_input is None or self.price_output is None:
+            return "cost unknown"
+        checked = f" (checked {self.price_checked})" if self.price_checked else " (date checked unknown)"
+        return f"${self.price_input:.2f} / ${self.price_output:.2f} per M tokens in / out{checked}"
 
 
 @dataclass(frozen=True)
@@ -137,8 +159,10 @@ class Catalog:
         models: dict[str, dict[str, Any]] = {}
         for source, layer in layers:
             for name, entry in _tables(source, layer, "providers").items():
-                if name not in PROVIDERS:
-                    raise ValueError(f"{source}: unknown provider [providers.{name}]; providers are {PROVIDERS}")
+                if PROVIDERS.get(name) is None:
+                    raise ValueError(
+                        f"{source}: unknown provider [providers.{name}]; providers are {', '.join(PROVIDERS.names())}"
+                    )
                 _check(source, f"providers.{name}", entry, name)
                 providers.setdefault(name, {}).update(entry)
             for name, entry in _tables(source, layer, "models").items():
@@ -151,7 +175,7 @@ class Catalog:
 
     def known(self) -> list[str]:
         aliases = sorted(name for name, entry in self.models.items() if "model" in entry)
-        return aliases + [f"{provider}:MODEL" for provider in PROVIDERS]
+        return aliases + [f"{provider}:MODEL" for provider in PROVIDERS.names()]
 
     def knows(self, name: str) -> bool:
         try:
@@ -172,11 +196,12 @@ class Catalog:
         merged.pop("model", None)
         if self.base_url:
             merged["base_url"] = self.base_url
-        wrong = sorted(set(merged) - set(_COMMON) - set(_SPECIFIC[provider]))
+        own = _specific(provider)
+        wrong = sorted(set(merged) - set(_COMMON) - set(own))
         if wrong:
             raise ValueError(
                 f"model '{name}' ({provider}) has settings {wrong} that {provider} does not use; "
-                f"its own are {sorted(_SPECIFIC[provider])}"
+                f"its own are {sorted(own)}"
             )
         keys = merged.pop("api_key_env", [])
         merged["api_key_env"] = tuple([keys] if isinstance(keys, str) else keys)
@@ -202,9 +227,10 @@ class Catalog:
             if entry is not None:
                 layers.append(entry)
             provider, sep, model_id = current.partition(":")
-            if not sep or not model_id or provider not in PROVIDERS:
+            if not sep or not model_id or PROVIDERS.get(provider) is None:
                 raise LookupError(
-                    f"'{current}' is neither an alias nor provider:model-id with a provider in {PROVIDERS}"
+                    f"'{current}' is neither an alias nor provider:model-id with a provider among "
+                    f"{', '.join(PROVIDERS.names())}"
                 )
             return provider, model_id, layers
 
@@ -224,15 +250,17 @@ def _tables(source: str, layer: Mapping[str, Any], key: str) -> Mapping[str, Map
 
 
 def _check(source: str, where: str, entry: Mapping[str, Any], provider: str | None) -> None:
-    unknown = sorted(set(entry) - _ALL_KEYS - ({"model"} if provider is None else set()))
+    known = _all_keys()
+    unknown = sorted(set(entry) - known - ({"model"} if provider is None else set()))
     if provider is not None and "model" in entry:
         unknown.append("model")
     if unknown:
-        raise ValueError(f"{source}: [{where}] has unknown settings {unknown}; known: {sorted(_ALL_KEYS - {'model'})}")
+        raise ValueError(f"{source}: [{where}] has unknown settings {unknown}; known: {sorted(known - {'model'})}")
+    specific = [_specific(name) for name in PROVIDERS.names()]
     for key, value in entry.items():
-        kinds = _COMMON.get(key) or next((s[key] for s in _SPECIFIC.values() if key in s), (str,))
+        kinds = _COMMON.get(key) or next((s[key] for s in specific if key in s), (str,))
         if isinstance(value, bool) or not isinstance(value, kinds):
             names = " or ".join("list of str" if k is list else k.__name__ for k in kinds)
             raise ValueError(f"{source}: [{where}] {key} must be {names}, got {value!r}")
     if "model" in entry and not isinstance(entry["model"], str):
-        raise ValueError(f"{source}: [{where}] model must be a string such as 'anthropic:claude-sonnet-4-5'")
+        raise ValueError(f"{source}: [{where}] model must be a string such as 'anthropic:claude-sonnet-5-5'")

@@ -7,23 +7,19 @@ model allows), ``thinking_level``, ``temperature``. Thought tokens are billed as
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
-from pytest_weirdml.models import Message
-from pytest_weirdml.models.provider import (
-    Failure,
-    ProviderModel,
-    Reply,
-    import_sdk,
-    split_system,
-    status_failure,
-)
+from pytest_weirdml.models.base import PROVIDERS, Message, Response
+from pytest_weirdml.models.provider import Failure, ProviderModel, import_sdk, split_system, status_failure
+from pytest_weirdml.records import Usage
 
 
+@PROVIDERS.register("google", usage="google:MODEL")
 class GoogleModel(ProviderModel):
     provider = "google"
     extra = "google"
+    options: ClassVar[Mapping[str, tuple[type, ...]]] = {"thinking_budget": (int,), "thinking_level": (str,)}
 
     def _connect(self, api_key: str | None) -> Any:
         genai = import_sdk("google.genai", self.provider, self.extra)
@@ -35,7 +31,7 @@ class GoogleModel(ProviderModel):
         options = self._types.HttpOptions(base_url=self.config.base_url, timeout=int(self.config.timeout_s * 1000))
         return genai.Client(api_key=api_key, http_options=options)
 
-    def _call(self, messages: Sequence[Message]) -> Reply:
+    def _call(self, messages: Sequence[Message]) -> Response:
         types, config = self._types, self.config
         system, turns = split_system(messages)
         contents = [
@@ -62,14 +58,16 @@ class GoogleModel(ProviderModel):
         )
         usage = response.usage_metadata
         if usage is None:
-            return Reply(text)
+            return Response(text)
         thoughts = usage.thoughts_token_count or 0
-        return Reply(
+        return Response(
             text,
-            input_tokens=usage.prompt_token_count or 0,
-            output_tokens=(usage.candidates_token_count or 0) + thoughts,
-            reasoning_tokens=thoughts,
-            cached_tokens=usage.cached_content_token_count or 0,
+            Usage(
+                input_tokens=usage.prompt_token_count or 0,
+                output_tokens=(usage.candidates_token_count or 0) + thoughts,
+                reasoning_tokens=thoughts,
+                cached_tokens=usage.cached_content_token_count or 0,
+            ),
         )
 
     def _classify(self, exc: BaseException) -> Failure | None:

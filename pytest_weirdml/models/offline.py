@@ -1,4 +1,7 @@
-"""Models that need no network: the reference solution, the prompt's example, and replays."""
+"""Models that need no network: the reference solution, the prompt's example, and replays.
+
+They call no API, so their answers cost nothing (a known zero, not an unknown price).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +11,12 @@ from pathlib import Path
 
 from pytest_weirdml.errors import ModelError
 from pytest_weirdml.extract import code_blocks
-from pytest_weirdml.models import Model, Request, Response, label, register
-from pytest_weirdml.records import read_records
+from pytest_weirdml.models.base import OFFLINE, Model, Request, Response, label
+from pytest_weirdml.records import IterationRecord, Usage
+from pytest_weirdml.session import read_records
+
+
+FREE = Usage(cost_usd=0.0)
 
 
 def _fence(code: str) -> str:
@@ -26,7 +33,7 @@ class ReferenceModel(Model):
         path = request.task.reference_path
         if not path.is_file():
             raise ModelError(f"{path}: not found; the 'reference' model needs the task's reference.py")
-        return Response(text="The task's reference solution.\n\n" + _fence(path.read_text(encoding="utf-8")))
+        return Response("The task's reference solution.\n\n" + _fence(path.read_text(encoding="utf-8")), FREE)
 
 
 class BaselineModel(Model):
@@ -39,7 +46,7 @@ class BaselineModel(Model):
         blocks = code_blocks(request.task.prompt)
         if not blocks:
             raise ModelError(f"{request.task.directory / 'prompt.md'}: no example script for the 'baseline' model")
-        return Response(text="The prompt's example script.\n\n" + _fence(max(blocks, key=len)))
+        return Response("The prompt's example script.\n\n" + _fence(max(blocks, key=len)), FREE)
 
 
 class ReplayModel(Model):
@@ -60,7 +67,8 @@ class ReplayModel(Model):
         self._ordered: list[str] = []
         if self.path.suffix == ".jsonl":
             for record in read_records(self.path):
-                self._by_key[(record.task, record.run, record.iteration)] = record.response
+                if isinstance(record, IterationRecord):
+                    self._by_key[(record.task, record.run, record.iteration)] = record.response
         else:
             try:
                 data = json.loads(self.path.read_text(encoding="utf-8"))
@@ -77,14 +85,14 @@ class ReplayModel(Model):
             index = request.iteration - 1
             if index >= len(self._ordered):
                 raise ModelError(f"{self.path}: no recorded response for iteration {request.iteration}")
-            return Response(text=self._ordered[index])
+            return Response(self._ordered[index], FREE)
         key = (request.task.name, request.run, request.iteration)
         if key not in self._by_key:
             raise ModelError(f"{self.path}: no recorded response for task {key[0]} run {key[1]} iteration {key[2]}")
-        return Response(text=self._by_key[key])
+        return Response(self._by_key[key], FREE)
 
 
-def register_all() -> None:
-    register("reference", lambda _arg: ReferenceModel(), "reference")
-    register("baseline", lambda _arg: BaselineModel(), "baseline")
-    register("replay", ReplayModel, "replay:PATH")
+# Each factory gets the text after "NAME:" (only replay takes one).
+OFFLINE.add("reference", lambda _arg: ReferenceModel())
+OFFLINE.add("baseline", lambda _arg: BaselineModel())
+OFFLINE.add("replay", ReplayModel, usage="replay:PATH")

@@ -8,17 +8,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
-from pytest_weirdml.models import Message
+from pytest_weirdml.models.base import PROVIDERS, Message, Response
 from pytest_weirdml.models.catalog import ModelConfig
-from pytest_weirdml.models.provider import Failure, ProviderModel, Reply, import_sdk, sdk_failure
+from pytest_weirdml.models.provider import Failure, ProviderModel, import_sdk, sdk_failure
+from pytest_weirdml.records import Usage
 
 
+@PROVIDERS.register("openai", usage="openai:MODEL")
 class OpenAIModel(ProviderModel):
     provider = "openai"
     extra = "openai"
+    options: ClassVar[Mapping[str, tuple[type, ...]]] = {"reasoning_effort": (str,), "extra_body": (dict,)}
     max_tokens_field = "max_completion_tokens"
 
     def _connect(self, api_key: str | None) -> Any:
@@ -31,7 +34,7 @@ class OpenAIModel(ProviderModel):
             max_retries=0,  # tenacity retries, so each one is counted and recorded
         )
 
-    def _call(self, messages: Sequence[Message]) -> Reply:
+    def _call(self, messages: Sequence[Message]) -> Response:
         config = self.config
         kwargs: dict[str, Any] = {
             "model": config.model,
@@ -51,15 +54,17 @@ class OpenAIModel(ProviderModel):
         text = completion.choices[0].message.content or ""
         usage = completion.usage
         if usage is None:
-            return Reply(text)
+            return Response(text)
         prompt_details = getattr(usage, "prompt_tokens_details", None)
         output_details = getattr(usage, "completion_tokens_details", None)
-        return Reply(
+        return Response(
             text,
-            input_tokens=usage.prompt_tokens or 0,
-            output_tokens=usage.completion_tokens or 0,
-            reasoning_tokens=getattr(output_details, "reasoning_tokens", 0) or 0,
-            cached_tokens=getattr(prompt_details, "cached_tokens", 0) or 0,
+            Usage(
+                input_tokens=usage.prompt_tokens or 0,
+                output_tokens=usage.completion_tokens or 0,
+                reasoning_tokens=getattr(output_details, "reasoning_tokens", 0) or 0,
+                cached_tokens=getattr(prompt_details, "cached_tokens", 0) or 0,
+            ),
         )
 
     def _classify(self, exc: BaseException) -> Failure | None:
@@ -68,6 +73,7 @@ class OpenAIModel(ProviderModel):
         return sdk_failure(exc, self._sdk, self.config.timeout_s)
 
 
+@PROVIDERS.register("openai-compatible", usage="openai-compatible:MODEL")
 class OpenAICompatibleModel(OpenAIModel):
     provider = "openai-compatible"
     extra = "openai"

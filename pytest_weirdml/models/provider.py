@@ -1,9 +1,12 @@
 """What every API provider shares: the SDK import, the API key, retries, accounting, redaction.
 
 A provider module subclasses ``ProviderModel`` with three methods: ``_connect`` (build the SDK
-client), ``_call`` (one request, no retries) and ``_classify`` (is this exception worth a retry,
-what does the provider say, how long does it ask us to wait). Retries are tenacity's, with the
-SDK's own turned off, so every retry is counted, bounded and recorded in one place.
+client), ``_call`` (one request, no retries, returning the text and its token counts as a
+``Usage``) and ``_classify`` (is this exception worth a retry, what does the provider say, how
+long does it ask us to wait), declares the settings only it takes (``options``), and registers
+itself in ``base.PROVIDERS``: adding a provider is adding its module. Retries are tenacity's, with
+the SDK's own turned off, so every retry is counted, bounded and recorded in one place; the
+cost, latency and retries complete the call's ``Usage``.
 """
 
 from __future__ import annotations
@@ -15,12 +18,12 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any, ClassVar
 
 from pytest_weirdml.errors import ModelError
-from pytest_weirdml.models import Message, Model, Request, Response, label
+from pytest_weirdml.models.base import Message, Model, Request, Response, label
 from pytest_weirdml.models.catalog import ModelConfig
 
 log = logging.getLogger("pytest_weirdml.models")
@@ -29,17 +32,6 @@ log = logging.getLogger("pytest_weirdml.models")
 # (Anthropic's overload is 529, Google's is 503).
 RETRY_STATUSES = frozenset({408, 409, 429})
 BACKOFF_MAX_S = 60.0
-
-
-@dataclass(frozen=True)
-class Reply:
-    """One successful call: the text and the provider's token counts."""
-
-    text: str
-    input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    cached_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -97,6 +89,8 @@ class ProviderModel(Model):
     provider: ClassVar[str]
     extra: ClassVar[str]
     key_required: ClassVar[bool] = True
+    # Settings only this provider takes, with the TOML types they accept.
+    options: ClassVar[Mapping[str, tuple[type, ...]]] = {}
 
     def __init__(self, config: ModelConfig, *, sleep: Callable[[float], None] = time.sleep) -> None:
         self.config = config
@@ -113,8 +107,9 @@ class ProviderModel(Model):
         """The SDK client, with its own retries off and our timeout."""
 
     @abc.abstractmethod
-    def _call(self, messages: Sequence[Message]) -> Reply:
-        """One request for the conversation; raises the SDK's exceptions as they come."""
+    def _call(self, messages: Sequence[Message]) -> Response:
+        """One request for the conversation: the text and the provider's token counts; raises
+        the SDK's exceptions as they come."""
 
     @abc.abstractmethod
     def _classify(self, exc: BaseException) -> Failure | None:
@@ -124,6 +119,21 @@ class ProviderModel(Model):
 
     def identity(self) -> dict[str, Any]:
         return self.config.identity()
+
+    def retirement(self) -> str | None:
+        """When the provider retires this model, as its SDK states it (``None``: not known to)."""
+        return None
+
+    def deprecation(self) -> str | None:
+        config = self.config
+        when = config.retires or self.retirement()
+        if when is None:
+            return None
+        instead = f"; use {config.replacement} instead" if config.replacement else "; choose a current model"
+        return (
+            f"model {config.name} ({config.spec}) is deprecated: {config.provider} retires it on {when}{instead} "
+            "(`weirdml models` lists the current aliases)"
+        )
 
     def _api_key(self) -> str | None:
         names = self.config.api_key_env
@@ -174,7 +184,7 @@ class ProviderModel(Model):
             retries.append({"attempt": state.attempt_number, "error": error, "wait_s": wait_s})
             log.warning("%s: attempt %d failed (%s); retry in %.1f s", self.name, state.attempt_number, error, wait_s)
 
-        def attempt() -> tuple[Reply, float]:
+        def attempt() -> tuple[Response, float]:
             clock = time.monotonic()
             reply = self._call(request.messages)
             return reply, time.monotonic() - clock
@@ -194,16 +204,8 @@ class ProviderModel(Model):
             tries = f" (gave up after {len(retries)} retries)" if retries else ""
             # No exception chaining: the SDK's exception holds the request, headers included.
             raise ModelError(f"{config.provider} error for {config.spec}: {failure.message}{tries}") from None
-        return Response(
-            text=reply.text,
-            input_tokens=reply.input_tokens,
-            output_tokens=reply.output_tokens,
-            reasoning_tokens=reply.reasoning_tokens,
-            cached_tokens=reply.cached_tokens,
-            cost_usd=config.cost(reply.input_tokens, reply.cached_tokens, reply.output_tokens),
-            latency_s=latency,
-            retries=tuple(retries),
-        )
+        usage = replace(reply.usage, cost_usd=config.cost(reply.usage), latency_s=latency, retries=tuple(retries))
+        return replace(reply, usage=usage)
 
     def close(self) -> None:
         close = getattr(self._client, "close", None)
@@ -221,23 +223,6 @@ def split_system(messages: Sequence[Message]) -> tuple[str, list[Message]]:
     """The system prompt apart from the turns, for APIs that take it as its own field."""
     system = "\n\n".join(m.content for m in messages if m.role == "system")
     return system, [m for m in messages if m.role != "system"]
-
-
-def build(config: ModelConfig) -> ProviderModel:
-    """The client for a resolved model config (imports only that provider's module)."""
-    if config.provider == "anthropic":
-        from pytest_weirdml.models.anthropic import AnthropicModel
-
-        return AnthropicModel(config)
-    if config.provider == "google":
-        from pytest_weirdml.models.google import GoogleModel
-
-        return GoogleModel(config)
-    from pytest_weirdml.models.openai import OpenAICompatibleModel, OpenAIModel
-
-    if config.provider == "openai":
-        return OpenAIModel(config)
-    return OpenAICompatibleModel(config)
 
 
 def sdk_failure(exc: BaseException, sdk: ModuleType, timeout_s: float) -> Failure | None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_weirdml.report.export import PublishedRow, comparable, pick_published
+from pytest_weirdml.report.published import PublishedRow, pick_published
 
 OURS = "#1f77b4"
 PUBLISHED = "#9a9a9a"
@@ -71,32 +71,39 @@ class _Row:
     ours: bool
 
 
+def _ours(m: dict[str, Any], published: Sequence[PublishedRow]) -> dict[str, Any] | None:
+    """Our model's estimate as the figures show it: over the published tasks when published rows
+    are drawn beside it (both sides on the same tasks), else over all of its tasks."""
+    return m.get("published") if published else m["overall"]
+
+
 def _rows(summary: dict[str, Any], published: Sequence[PublishedRow]) -> list[_Row]:
-    tasks = summary["tasks"]
-    rows = [
-        _Row(
-            name,
-            m["overall"]["mean"],
-            m["overall"]["ci_low"],
-            m["overall"]["ci_high"],
-            [t["mean"] for t in m["tasks"].values()],
-            m.get("cost_per_run_usd"),
-            m.get("code_lines"),
-            m.get("exec_s", []),
-            True,
+    shared = summary["published_tasks"]
+    rows = []
+    for name, m in summary["models"].items():
+        est = _ours(m, published)
+        rows.append(
+            _Row(
+                name,
+                est["mean"] if est else None,
+                est["ci_low"] if est else None,
+                est["ci_high"] if est else None,
+                [t["mean"] for task, t in m["tasks"].items() if not published or task in shared],
+                m.get("cost_per_run_usd"),
+                m.get("code_lines"),
+                m.get("exec_s", []),
+                True,
+            )
         )
-        for name, m in summary["models"].items()
-    ]
-    shared = comparable(published, tasks)
-    for row in pick_published(published, tasks):
+    for row in pick_published(published, shared):
         # The published SE is over all its tasks; scaled to ours it would mislead, so no interval.
         rows.append(
             _Row(
                 f"{row.name} (published)",
-                row.accuracy(tasks),
+                row.mean_over(shared),
                 None,
                 None,
-                [row.task_acc[t] for t in tasks if t in row.task_acc] if shared else [],
+                [row.task_acc[t] for t in shared],
                 row.cost_per_run_usd,
                 None,
                 [],
@@ -104,6 +111,15 @@ def _rows(summary: dict[str, Any], published: Sequence[PublishedRow]) -> list[_R
             )
         )
     return sorted(rows, key=lambda r: r.acc or 0.0)
+
+
+def _on_shared(summary: dict[str, Any], published: Sequence[PublishedRow]) -> str:
+    if not published:
+        return ""
+    return (
+        " Accuracies here, ours and the published rows alike, are means over the tasks both ran: "
+        f"{', '.join(summary['published_tasks'])}."
+    )
 
 
 def model_summary(summary: dict[str, Any], published: Sequence[PublishedRow]) -> Figure:
@@ -173,8 +189,7 @@ def model_summary(summary: dict[str, Any], published: Sequence[PublishedRow]) ->
         "Model summary",
         _png(fig),
         "Overall accuracy with 95% bootstrap interval and each task's mean; cost per run; "
-        "code length range; execution-time histogram. Published rows use their mean over "
-        "the tasks run here.",
+        "code length range; execution-time histogram." + _on_shared(summary, published),
     )
 
 
@@ -187,13 +202,13 @@ def _scatter(
     fid: str,
     title: str,
 ) -> Figure:
-    tasks = summary["tasks"]
+    shared = summary["published_tasks"]
     ours_known = any(m.get(key) for m in summary["models"].values())
     # An empty chart still says why it is empty, at a size that does not waste the page.
     fig = _new(7.5, 5 if ours_known or published else 1.6)
     ax = fig.subplots()
-    pub = [(x, y) for r in published if (x := pub_key(r)) and (y := r.accuracy(tasks)) is not None and x > 0]
-    ours = [(name, m[key], m["overall"]) for name, m in summary["models"].items() if m.get(key)]
+    pub = [(x, y) for r in published if (x := pub_key(r)) and (y := r.mean_over(shared)) is not None and x > 0]
+    ours = [(name, m[key], est) for name, m in summary["models"].items() if m.get(key) and (est := _ours(m, published))]
     if pub:
         ax.scatter(
             [p[0] for p in pub],
@@ -201,7 +216,7 @@ def _scatter(
             color=PUBLISHED,
             s=14,
             alpha=0.7,
-            label="published (mean over these tasks)" if comparable(published, tasks) else "published (own average)",
+            label="published (mean over the shared tasks)",
         )
     for i, (name, x, overall) in enumerate(ours):
         color = PALETTE[i % len(PALETTE)]
@@ -224,7 +239,7 @@ def _scatter(
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
     ax.set_title(title)
-    return Figure(fid, title, _png(fig), f"{title}; bars: 95% bootstrap interval.")
+    return Figure(fid, title, _png(fig), f"{title}; bars: 95% bootstrap interval." + _on_shared(summary, published))
 
 
 def cost_vs_accuracy(summary: dict[str, Any], published: Sequence[PublishedRow]) -> Figure:
@@ -277,7 +292,7 @@ def progression(summary: dict[str, Any]) -> Figure:
 
 def per_task(summary: dict[str, Any], published: Sequence[PublishedRow]) -> Figure:
     tasks = summary["tasks"]
-    picks = pick_published(published, tasks, count=4)
+    picks = pick_published(published, summary["published_tasks"], count=4)
     cols = min(3, max(1, len(tasks)))
     rows = (len(tasks) + cols - 1) // cols
     names = list(summary["models"])

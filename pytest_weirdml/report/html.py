@@ -1,23 +1,23 @@
 """The HTML report: one self-contained file (figures inlined, no scripts or fonts from elsewhere).
 
 It opens straight from the file system. Transcripts use ``<details>`` so they fold without any
-JavaScript. Code is highlighted by pygments when it is installed, otherwise by the small
-tokenizer below (Python keywords, strings, comments, numbers), which needs nothing.
+JavaScript; code is highlighted by pygments (which pytest itself depends on).
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import io
-import keyword
-import tokenize
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_weirdml.records import IterationRecord
+from pygments import highlight as pygments_highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
+
+from pytest_weirdml.records import IterationRecord, RunRecord
 from pytest_weirdml.report.figures import Figure
+from pytest_weirdml.report.transcript import run_status, script_status, usage_text
 
 REPORT_FILE = "report.html"
 
@@ -30,9 +30,9 @@ th:first-child,td:first-child{text-align:left}th{background:#f6f6f6}.ci{color:#7
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:.9em}
 details{margin:.3em 0 .3em 1em}summary{cursor:pointer}summary.run{font-weight:600}
 pre{background:#f8f8f8;border:1px solid #eee;padding:.6em;overflow:auto;max-height:32em;white-space:pre-wrap}
-.zero{color:#b00020}.meta{color:#666}.k{color:#0033b3;font-weight:600}.s{color:#067d17}.c{color:#8c8c8c;
-font-style:italic}.n{color:#1750eb}.f{color:#00627a}
+.zero{color:#b00020}.meta{color:#666}
 """
+_FORMATTER = HtmlFormatter(cssclass="pyg")
 
 
 def _e(text: object) -> str:
@@ -43,64 +43,13 @@ def _fmt(value: float | None, spec: str = ".3f", none: str = "-") -> str:
     return none if value is None else format(value, spec)
 
 
-# --- code highlighting -----------------------------------------------------------------------
+def _cost(value: float | None) -> str:
+    return "cost unknown" if value is None else f"${value:.4f}"
 
 
-def highlight(code: str) -> tuple[str, str]:
-    """(HTML of the code, extra CSS): pygments when installed, else the built-in tokenizer."""
-    try:
-        from pygments import highlight as pyg_highlight
-        from pygments.formatters import HtmlFormatter
-        from pygments.lexers import PythonLexer
-    except ImportError:
-        return f'<pre class="code">{_simple_highlight(code)}</pre>', ""
-    formatter = HtmlFormatter(cssclass="pyg")
-    return pyg_highlight(code, PythonLexer(), formatter), formatter.get_style_defs(".pyg")
-
-
-def _simple_highlight(code: str) -> str:
-    """Colour Python tokens; code that does not tokenize (a model's broken script) stays plain."""
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        return _e(code)
-    lines = code.splitlines(keepends=True)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-    out: list[str] = []
-    pos = 0
-    previous = ""
-    for tok in tokens:
-        if tok.type in (tokenize.ENDMARKER,) or tok.start[0] > len(lines):
-            continue
-        start = offsets[tok.start[0] - 1] + tok.start[1]
-        end = offsets[tok.end[0] - 1] + tok.end[1] if tok.end[0] <= len(lines) else len(code)
-        css = None
-        if tok.type == tokenize.NAME and keyword.iskeyword(tok.string):
-            css = "k"
-        elif tok.type == tokenize.NAME and previous in ("def", "class"):
-            css = "f"
-        elif tok.type == tokenize.STRING or tok.type in _FSTRING_TYPES:
-            css = "s"
-        elif tok.type == tokenize.COMMENT:
-            css = "c"
-        elif tok.type == tokenize.NUMBER:
-            css = "n"
-        if tok.type == tokenize.NAME:
-            previous = tok.string
-        if css is None or start < pos:
-            continue
-        out.append(_e(code[pos:start]))
-        out.append(f'<span class="{css}">{_e(code[start:end])}</span>')
-        pos = end
-    out.append(_e(code[pos:]))
-    return "".join(out)
-
-
-_FSTRING_TYPES = {
-    getattr(tokenize, n) for n in ("FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END") if hasattr(tokenize, n)
-}
+def highlight(code: str) -> str:
+    """The code as highlighted HTML (a ``div.pyg``); the page carries the style once."""
+    return pygments_highlight(code, PythonLexer(), _FORMATTER)
 
 
 # --- page sections ---------------------------------------------------------------------------
@@ -137,7 +86,7 @@ def _model_table(summary: dict[str, Any]) -> str:
         cost = m.get("cost_per_run_usd")
         rows.append(
             f"<tr><td>{_e(name)}</td><td>{m['runs']}</td><td>{m['iterations']}</td>"
-            f"<td>{m['failure_rate']:.1%}</td><td>{'-' if cost is None else f'${cost:.4f}'}</td>"
+            f"<td>{m['failure_rate']:.1%}</td><td>{_cost(cost)}</td>"
             f"<td>{_fmt(m.get('mean_output_tokens'), '.0f')}</td>"
             f"<td>{_fmt(code.get('p10'), '.0f')} / {_fmt(code.get('p50'), '.0f')} / {_fmt(code.get('p90'), '.0f')}</td>"
             f"<td>{_fmt(m.get('exec_time_median_s'), '.1f')}</td></tr>"
@@ -162,18 +111,12 @@ def _figures(figures: Sequence[Figure], note: str | None) -> str:
     return "".join(parts)
 
 
-def _iteration(it: IterationRecord, css: set[str]) -> str:
+def _iteration(it: IterationRecord) -> str:
     verdict = f"{it.score:.4f}" + (f" <span class='zero'>— {_e(it.zero_reason)}</span>" if it.zero_reason else "")
-    status = "timed out" if it.timed_out else f"exit {it.exit_code}"
-    if it.code is None:
-        code_html = "<p class='meta'>no code block</p>"
-    else:
-        code_html, extra = highlight(it.code)
-        css.add(extra)
-    tokens = f"{it.output_tokens} output tokens" + (f", ${it.cost_usd:.4f}" if it.cost_usd is not None else "")
+    code_html = "<p class='meta'>no code block</p>" if it.code is None else highlight(it.code)
     return (
         f"<details class='iteration'><summary>iteration {it.iteration}: {verdict}</summary>"
-        f"<p class='meta'>script: {_e(status)}, {it.duration_s:.1f} s · {it.code_lines} lines · {_e(tokens)}</p>"
+        f"<p class='meta'>script: {_e(script_status(it))} · model: {_e(usage_text(it))}</p>"
         f"<details><summary>prompt</summary><pre>{_e(it.prompt)}</pre></details>"
         f"<h4>response</h4><pre class='response'>{_e(it.response)}</pre>"
         f"<h4>code</h4>{code_html}"
@@ -181,57 +124,63 @@ def _iteration(it: IterationRecord, css: set[str]) -> str:
     )
 
 
-def _transcripts(records: Sequence[IterationRecord], css: set[str]) -> str:
-    if not records:
-        return "<p class='meta'>no records.jsonl found: transcripts unavailable</p>"
-    runs: defaultdict[tuple[str, str, str, int], dict[int, IterationRecord]] = defaultdict(dict)
-    for rec in records:
-        # A resumed session may record an iteration twice; the last one is what the run used.
-        runs[(rec.task, rec.model, rec.session, rec.run)][rec.iteration] = rec
+def _transcripts(runs: Sequence[RunRecord]) -> str:
+    if not runs:
+        return "<p class='meta'>no runs recorded</p>"
     out = []
-    for task in sorted({key[0] for key in runs}):
+    for task in sorted({run.task for run in runs}):
         out.append(f"<h3>{_e(task)}</h3>")
-        for key in sorted(k for k in runs if k[0] == task):
-            its = [runs[key][i] for i in sorted(runs[key])]
-            score = max(it.score for it in its)
+        for run in (r for r in runs if r.task == task):
+            its = run.iterations
             zeros = sum(it.zero_reason is not None for it in its)
-            session = f" · session {_e(key[2])}" if key[2] else ""
-            body = "".join(_iteration(it, css) for it in its)
+            session = f" · session {_e(run.session)}" if run.session else ""
+            status = "" if run.scored else f" <span class='zero'>{_e(run_status(run))}</span>"
+            body = "".join(_iteration(it) for it in its)
+            anchor = f"run-{_e(task)}-{_e(run.model)}-{_e(run.session)}-{run.run}"
             out.append(
-                f"<details class='run' id='run-{_e(task)}-{_e(key[1])}-{_e(key[2])}-{key[3]}'>"
-                f"<summary class='run'>{_e(key[1])} · run {key[3]}{session}: score {score:.4f} "
-                f"({len(its)} submission{'s' if len(its) != 1 else ''}, {zeros} scored 0)</summary>{body}</details>"
+                f"<details class='run' data-status='{_e(run.status)}' id='{anchor}'>"
+                f"<summary class='run'>{_e(run.model)} · run {run.run}{session}: score {run.score:.4f} "
+                f"({len(its)} submission{'s' if len(its) != 1 else ''}, {zeros} scored 0){status}</summary>"
+                f"{body}</details>"
             )
     return "".join(out)
 
 
+def _unscored(summary: dict[str, Any]) -> str:
+    parts = []
+    for entry in summary.get("errors", []):
+        parts.append(
+            f"<li>{_e(entry['task'])} · {_e(entry['model'])} · run {entry['run']}: {_e(entry.get('error') or '')}</li>"
+        )
+    for entry in summary.get("incomplete", []):
+        parts.append(
+            f"<li>{_e(entry['task'])} · {_e(entry['model'])} · run {entry['run']}: the session ended first</li>"
+        )
+    if not parts:
+        return ""
+    return f"<p class='zero'>{len(parts)} run(s) are not scored:</p><ul class='unscored'>{''.join(parts)}</ul>"
+
+
 def render_html(
     summary: dict[str, Any],
-    records: Sequence[IterationRecord],
+    runs: Sequence[RunRecord],
     figures: Sequence[Figure],
     *,
     figures_note: str | None = None,
     published_note: str | None = None,
 ) -> str:
-    css: set[str] = set()
-    transcripts = _transcripts(records, css)
     sessions = ", ".join(summary.get("sessions", [])) or "-"
     boot = summary.get("bootstrap", {})
-    errors = summary.get("errors") or []
-    error_html = (
-        f"<p class='zero'>{len(errors)} item(s) hit a harness error and are not scored: {_e(', '.join(errors))}</p>"
-        if errors
-        else ""
-    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
 <title>WeirdML report · {_e(sessions)}</title>
-<style>{CSS}{"".join(sorted(css))}</style></head>
+<style>{CSS}{_FORMATTER.get_style_defs(".pyg")}</style></head>
 <body>
 <h1>WeirdML report</h1>
-<p class="meta">sessions {_e(sessions)} · {_e(summary.get("generator", ""))} · built {_e(summary.get("created", ""))} ·
+<p class="meta">sessions {_e(sessions)} · {_e(summary.get("generator", ""))} ·
+records up to {_e(summary.get("created", ""))} ·
 95% intervals: {_e(boot.get("method", ""))}, {boot.get("resamples", "?")} resamples</p>
-{error_html}
+{_unscored(summary)}
 <h2>Accuracy by task</h2>
 <p class="meta">Run score = best accuracy over a run's submissions; task score = mean over runs;
 overall = unweighted mean over tasks.</p>
@@ -242,6 +191,6 @@ overall = unweighted mean over tasks.</p>
 {f"<p class='meta'>{_e(published_note)}</p>" if published_note else ""}
 {_figures(figures, figures_note)}
 <h2>Transcripts</h2>
-{transcripts}
+{_transcripts(runs)}
 </body></html>
 """

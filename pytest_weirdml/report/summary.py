@@ -1,21 +1,28 @@
 """The session summary: per (model, task) and per model, as plain JSON data (``summary.json``).
 
-Schema version 2 (``"schema": 2``); every number is a JSON number or ``null`` when there is no
+Built only from records (``summarize``), so the summary a session writes at its end and the one
+``weirdml report`` rebuilds from the same records are equal, field for field.
+
+Schema version 3 (``"schema": 3``); every number is a JSON number or ``null`` when there is no
 data (a model without prices has no cost):
 
-``schema``        2.
+``schema``        3.
 ``generator``     ``"pytest-weirdml <version>"``.
-``created``       UTC time the summary was built, ISO 8601.
-``sessions``      the session names the runs come from (several after a merge).
+``created``       the time (UTC, ISO 8601) of the newest record the summary covers: the last run
+                  end, else the last submission. Not the time the file was written, so that a
+                  rebuild from the same records gives the same file.
+``sessions``      the session names the runs come from, sorted (several after a merge).
 ``bootstrap``     ``resamples``, ``seed``, ``confidence`` (0.95) and ``method`` of the intervals.
-``tasks``         every task name seen, sorted.
+``tasks``         every task with a scored run, sorted.
+``published_tasks``  those of ``tasks`` that the published table has, in its order.
 ``models``        model name -> object:
     ``overall``       ``{mean, ci_low, ci_high, se, n}``: unweighted mean over the model's tasks of
                       the mean run score; 95% percentile interval and standard error from a
                       bootstrap over runs within each task; ``n`` runs.
-    ``tasks``         task -> ``{mean, ci_low, ci_high, se, n, runs, scores}``: ``runs`` = ``n`` (as in
-                      schema 1); ``scores`` are the run
-                      scores (max accuracy over a run's iterations), in run order.
+    ``published``     the same over ``published_tasks`` when the model ran every one of them
+                      (what compares with the published rows on the same tasks), else ``null``.
+    ``tasks``         task -> ``{mean, ci_low, ci_high, se, n, runs, scores}``: ``scores`` are the
+                      run scores (max accuracy over a run's iterations), in run order.
     ``progression``   list over iterations 1..N of ``{iteration, mean, ci_low, ci_high, se, n}``:
                       overall best-so-far accuracy after that iteration (a run that stopped early
                       keeps its best), same bootstrap resamples as ``overall``.
@@ -28,66 +35,116 @@ data (a model without prices has no cost):
     ``code_lines``    ``{p10, p50, p90}`` of the line counts of all submitted scripts.
     ``exec_time_median_s``    median execution time of the submitted scripts.
     ``exec_s``        every submitted script's execution time (for the histogram).
-``runs``          every run summary (``RunRecord.summary()``), with ``session`` where known.
-``errors``        node ids of items that hit a harness error (not scored).
+``runs``          every scored (finished) run as ``RunRecord.summary()``, sorted by session,
+                  task, model and run.
+``errors``        runs a harness error stopped (not scored): ``{session, task, model, run,
+                  iterations, error}``.
+``incomplete``    runs whose session ended before they did (killed or interrupted; not scored):
+                  ``{session, task, model, run, iterations}``.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Sequence
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_weirdml import stats
+from pytest_weirdml import __version__, stats
+from pytest_weirdml.records import ERROR, RunRecord
+from pytest_weirdml.report.published import shared_tasks
 
 SUMMARY_FILE = "summary.json"
-SUMMARY_SCHEMA = 2
+SUMMARY_SCHEMA = 3
 
 
-def _version() -> str:
-    try:
-        from importlib.metadata import version
+def summarize(runs: Sequence[RunRecord], *, resamples: int = 10_000, seed: int = 0) -> dict[str, Any]:
+    """The summary of these runs: finished runs are scored, the others listed apart."""
 
-        return version("pytest-weirdml")
-    except Exception:  # not installed (running from a source tree)
-        return "unknown"
+    def unscored(run: RunRecord) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "session": run.session,
+            "task": run.task,
+            "model": run.model,
+            "run": run.run,
+            "iterations": len(run.iterations),
+        }
+        if run.status == ERROR:
+            entry["error"] = run.error
+        return entry
+
+    ordered = sorted(runs, key=lambda r: (r.session, r.task, r.model, r.run))
+    times = [r.ended_at or (r.iterations[-1].started_at if r.iterations else "") for r in ordered]
+    return build_summary(
+        [r.summary() for r in ordered if r.scored],
+        errors=[unscored(r) for r in ordered if r.status == ERROR],
+        incomplete=[unscored(r) for r in ordered if not r.scored and r.status != ERROR],
+        resamples=resamples,
+        seed=seed,
+        sessions=sorted({r.session for r in ordered if r.session}),
+        created=max(times, default=""),
+    )
 
 
 def build_summary(
-    runs: Sequence[dict[str, Any]],
+    runs: Sequence[Mapping[str, Any]],
     *,
-    errors: Sequence[str] = (),
+    errors: Sequence[Mapping[str, Any]] = (),
+    incomplete: Sequence[Mapping[str, Any]] = (),
     resamples: int = 10_000,
     seed: int = 0,
     sessions: Sequence[str] = (),
+    created: str = "",
 ) -> dict[str, Any]:
-    """Aggregate run summaries (``RunRecord.summary()`` dicts) the way the benchmark publishes them."""
-    by_model: defaultdict[str, defaultdict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
-    for run in sorted(runs, key=lambda r: (r.get("session", ""), r["run"])):
+    """Aggregate scored run summaries (``RunRecord.summary()`` dicts) the way the benchmark
+    publishes them."""
+    by_model: defaultdict[str, defaultdict[str, list[Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for run in runs:
         by_model[run["model"]][run["task"]].append(run)
-    models = {model: _model_row(tasks, resamples, seed) for model, tasks in sorted(by_model.items())}
+    tasks = sorted({r["task"] for r in runs})
+    published = shared_tasks(tasks)
+    bootstrap = {
+        "resamples": resamples,
+        "seed": seed,
+        "confidence": stats.CONFIDENCE,
+        "method": "percentile; runs resampled with replacement within each task",
+    }
+    models = {}
+    for model, model_tasks in sorted(by_model.items()):
+        row = _model_row(model_tasks, resamples, seed)
+        row["published"] = overall_over(row, published, bootstrap)
+        models[model] = row
     return {
         "schema": SUMMARY_SCHEMA,
-        "generator": f"pytest-weirdml {_version()}",
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "sessions": list(dict.fromkeys([*sessions, *(r["session"] for r in runs if r.get("session"))])),
-        "bootstrap": {
-            "resamples": resamples,
-            "seed": seed,
-            "confidence": stats.CONFIDENCE,
-            "method": "percentile; runs resampled with replacement within each task",
-        },
-        "tasks": sorted({r["task"] for r in runs}),
+        "generator": f"pytest-weirdml {__version__}",
+        "created": created,
+        "sessions": list(sessions),
+        "bootstrap": bootstrap,
+        "tasks": tasks,
+        "published_tasks": published,
         "models": models,
-        "runs": list(runs),
-        "errors": list(errors),
+        "runs": [dict(r) for r in runs],
+        "errors": [dict(e) for e in errors],
+        "incomplete": [dict(i) for i in incomplete],
     }
 
 
-def _model_row(tasks: dict[str, list[dict[str, Any]]], resamples: int, seed: int) -> dict[str, Any]:
+def overall_over(
+    model_row: Mapping[str, Any], tasks: Sequence[str], bootstrap: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The model's overall score over exactly ``tasks`` (its runs resampled as for ``overall``);
+    ``None`` when it lacks one of them."""
+    cells = model_row["tasks"]
+    if not tasks or any(task not in cells for task in tasks):
+        return None
+    boot = stats.bootstrap(
+        {task: cells[task]["scores"] for task in tasks}, resamples=bootstrap["resamples"], seed=bootstrap["seed"]
+    )
+    return boot.overall().as_dict()
+
+
+def _model_row(tasks: Mapping[str, list[Mapping[str, Any]]], resamples: int, seed: int) -> dict[str, Any]:
     every = [r for task_runs in tasks.values() for r in task_runs]
     depth = max([len(r["scores"]) for r in every] + [1])
     # Best-so-far vectors share one bootstrap with the run scores: the last column is the run score.
@@ -124,7 +181,7 @@ def _model_row(tasks: dict[str, list[dict[str, Any]]], resamples: int, seed: int
     }
 
 
-def write_summary(summary: dict[str, Any], directory: Path) -> Path:
+def write_summary(summary: Mapping[str, Any], directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / SUMMARY_FILE
     path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

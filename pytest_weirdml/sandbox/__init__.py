@@ -3,19 +3,37 @@
 Per run a fresh working directory holds ``solution.py``, a read-only ``data/`` with the public
 files only and an empty writable ``results/``. The script runs as ``python solution.py`` with a
 wall-clock limit, no network, bounded memory, and an environment of our own making. Backends
-live one module each in this package and share one contract test suite.
+live one module each in this package, register themselves in ``BACKENDS`` and share one
+contract test suite.
+
+The sandbox's recipe (the pinned requirements, the Dockerfile and the offline image builder)
+is package data in ``recipe/``, read through the accessors below, so an installed wheel works
+exactly like a checkout.
 """
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
+
+from pytest_weirdml.registry import Registry
 
 OUTPUT_CAP_BYTES = 1 << 20
 PREDICTIONS_CAP_BYTES = 64 << 20
+
+
+def recipe() -> Traversable:
+    """The directory of the sandbox's recipe files, inside the package."""
+    return resources.files(__name__).joinpath("recipe")
+
+
 # What the system prompt announces; each name is looked up in the sandbox's own interpreter.
-REQUIREMENTS_FILE = Path(__file__).resolve().parents[2] / "sandbox_image" / "requirements.txt"
+# A plain path for messages and `pip install -r`: packages install as files, never zipped.
+REQUIREMENTS_FILE = Path(str(recipe().joinpath("requirements.txt")))
 
 
 @dataclass(frozen=True)
@@ -73,10 +91,20 @@ class Sandbox(abc.ABC):
         """Release what the backend holds."""
 
 
-def requirement_names(path: Path = REQUIREMENTS_FILE) -> list[str]:
-    """Package names from the sandbox requirements list (one pin per line, # comments)."""
+# A backend's factory takes the local interpreter choice (``--weirdml-python``) by keyword.
+BackendFactory = Callable[..., Sandbox]
+BACKENDS: Registry[BackendFactory] = Registry("sandbox", __name__)
+
+
+def requirements_text() -> str:
+    """The sandbox's pinned requirements (pip's format, one pin per line, # comments)."""
+    return recipe().joinpath("requirements.txt").read_text(encoding="utf-8")
+
+
+def requirement_names(text: str | None = None) -> list[str]:
+    """Package names from the sandbox requirements list (``requirements_text()`` by default)."""
     names = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in (requirements_text() if text is None else text).splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
             for sep in ("==", ">=", "<=", "~=", "<", ">", "["):

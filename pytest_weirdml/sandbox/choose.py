@@ -1,17 +1,21 @@
-"""The sandbox registry: a name from ``--weirdml-sandbox`` -> a ready backend."""
+"""``--weirdml-sandbox`` NAME -> a ready backend: a name of ``BACKENDS``, or ``auto``."""
 
 from __future__ import annotations
 
 import warnings
 
 from pytest_weirdml.errors import SandboxError
-from pytest_weirdml.sandbox import Sandbox
+from pytest_weirdml.sandbox import BACKENDS, Sandbox
 
-SANDBOX_NAMES = ("auto", "docker", "local")
+AUTO = "auto"
 
 
 class SandboxFallbackWarning(UserWarning):
     """``--weirdml-sandbox=auto`` found no usable Docker sandbox and runs scripts locally."""
+
+
+def sandbox_names() -> list[str]:
+    return [AUTO, *BACKENDS.names()]
 
 
 def open_sandbox(name: str, *, python: str | None = None) -> Sandbox:
@@ -20,15 +24,7 @@ def open_sandbox(name: str, *, python: str | None = None) -> Sandbox:
     ``auto`` is the Docker sandbox when a daemon answers and the image is built, else the local
     one, with a ``SandboxFallbackWarning`` saying why.
     """
-    if name == "local":
-        from pytest_weirdml.sandbox.local import LocalSandbox
-
-        return LocalSandbox(python)
-    if name == "docker":
-        from pytest_weirdml.sandbox.docker import DockerSandbox
-
-        return DockerSandbox()
-    if name == "auto":
+    if name == AUTO:
         try:
             return open_sandbox("docker")
         except SandboxError as exc:
@@ -38,4 +34,7 @@ def open_sandbox(name: str, *, python: str | None = None) -> Sandbox:
                 stacklevel=2,
             )
             return open_sandbox("local", python=python)
-    raise SandboxError(f"unknown sandbox {name!r}; choose one of {', '.join(SANDBOX_NAMES)}")
+    factory = BACKENDS.get(name)
+    if factory is None:
+        raise SandboxError(f"unknown sandbox {name!r}; choose one of {', '.join(sandbox_names())}")
+    return factory(python=python)

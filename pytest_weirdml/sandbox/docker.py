@@ -1,4 +1,4 @@
-"""The Docker sandbox: a fresh container per run, from the image built out of ``sandbox_image/``.
+"""The Docker sandbox: a fresh container per run, from the image of the sandbox recipe.
 
 The container has no network, a read-only root with a small private ``/tmp``, no capabilities,
 no way to gain privileges, bounded memory and processes, and an unprivileged user. It sees the
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_weirdml.errors import SandboxError
-from pytest_weirdml.sandbox import Environment, ExecResult, Limits, Sandbox, read_predictions, thread_env
+from pytest_weirdml.sandbox import BACKENDS, Environment, ExecResult, Limits, Sandbox, read_predictions, thread_env
 from pytest_weirdml.sandbox._output import CappedBuffer
 from pytest_weirdml.sandbox.image import image_present, image_tag, missing_image_message
 
@@ -305,3 +305,9 @@ class _StreamReader(CappedBuffer):
 
     def wait(self, timeout: float) -> bool:
         return self._done.wait(timeout)
+
+
+@BACKENDS.register("docker")
+def open_docker(*, python: str | None = None) -> DockerSandbox:
+    """``--weirdml-python`` does not apply here: scripts run on the image's own Python."""
+    return DockerSandbox()

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from pytest_weirdml.errors import SandboxError
 from pytest_weirdml.sandbox import (
+    BACKENDS,
     REQUIREMENTS_FILE,
     Environment,
     ExecResult,
@@ -71,6 +72,7 @@ def bwrap_works(bwrap: str | None = None) -> tuple[bool, str]:
     return True, ""
 
 
+@BACKENDS.register("local")
 class LocalSandbox(Sandbox):
     name = "local"
 

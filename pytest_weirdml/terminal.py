@@ -1,4 +1,5 @@
-"""The terminal summary: a (task, model) table with intervals, then one line per model.
+"""What the session prints: its header, and the summary (a (task, model) table with intervals,
+then one line per model).
 
 ``-q`` keeps one line per model; the default shows both tables; ``-v`` adds the best-so-far
 progression and the zero-score reasons per model.
@@ -6,10 +7,51 @@ progression and the zero-score reasons per model.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
+
+from pytest_weirdml import __version__
+from pytest_weirdml.config import Settings
+from pytest_weirdml.loop import PROTOCOL
+from pytest_weirdml.models import OFFLINE
+from pytest_weirdml.sandbox import leases
+from pytest_weirdml.sandbox.image import image_tag
+
+
+def header_lines(settings: Settings, workers: int) -> list[str]:
+    """The session header: what runs, where, and where the results go."""
+    lines = [f"weirdml: pytest-weirdml {__version__}, protocol {PROTOCOL} (docs/protocol.md)"]
+    names = []
+    for name in settings.models:
+        if OFFLINE.get(name.partition(":")[0]) is not None:
+            names.append(name)
+            continue
+        config = settings.catalog.lookup(name)
+        alias = f"{name} = {config.spec}" if name != config.spec else name
+        names.append(f"{alias} ({config.price_text()})")
+    lines.append(f"weirdml models: {'; '.join(names) if names else 'none (pass --weirdml-model=NAME)'}")
+    lines.extend(f"weirdml warning: {note}" for note in settings.model_notes)
+    if settings.sandbox == "local":
+        where = f"local, scripts run by {settings.python or 'the interpreter running pytest'}"
+    elif settings.sandbox == "docker":
+        where = f"docker, image {image_tag()}"
+    else:
+        where = f"{settings.sandbox} (docker with image {image_tag()} when its daemon answers, else local)"
+    lines.append(f"weirdml sandbox: {where}")
+    if settings.gpus:
+        share = "one per worker, round-robin" if workers > 1 else f"GPU {settings.gpus[0]}"
+        lines.append(f"weirdml hardware: GPUs {','.join(settings.gpus)}; {share}")
+    else:
+        cores = len(os.sched_getaffinity(0))
+        shares = [len(leases.cpu_share(i, workers)) for i in range(workers)]
+        each = f"{min(shares)}" if min(shares) == max(shares) else f"{min(shares)}-{max(shares)}"
+        lines.append(f"weirdml hardware: no GPU; {cores} CPU cores, {each} per worker ({workers} worker(s))")
+    resumed = " (resumed)" if settings.resume else ""
+    lines.append(f"weirdml session: {settings.session_dir}{resumed}")
+    return lines
 
 
 def _ci(row: Mapping[str, Any]) -> str:
@@ -38,7 +80,9 @@ def write_summary(tr: pytest.TerminalReporter, summary: dict[str, Any], files: M
     models = summary["models"]
     verbosity = tr.config.get_verbosity()
     tr.write_sep("=", "weirdml summary")
-    if verbosity >= 0:
+    if not models:
+        tr.write_line("no run finished")
+    elif verbosity >= 0:
         # One row per (task, model), models of a task side by side: reads at any terminal width.
         rows = [
             [task, name, str(cell["n"]), f"{cell['mean']:.3f}", _ci(cell)]
@@ -61,7 +105,7 @@ def write_summary(tr: pytest.TerminalReporter, summary: dict[str, Any], files: M
                     _ci(m["overall"]),
                     f"{m['overall']['se']:.3f}",
                     f"{m['failure_rate']:.1%}",
-                    "-" if cost is None else f"${cost:.4f}",
+                    "cost unknown" if cost is None else f"${cost:.4f}",
                     _num(m.get("mean_output_tokens"), ".0f"),
                     "/".join(_num(code.get(k), ".0f") for k in ("p10", "p50", "p90")),
                     _num(m.get("exec_time_median_s"), ".1f"),
@@ -100,7 +144,9 @@ def write_summary(tr: pytest.TerminalReporter, summary: dict[str, Any], files: M
                 reasons = ", ".join(f"{n}x {r}" for r, n in sorted(m["zero_reasons"].items(), key=lambda x: -x[1]))
                 tr.write_line(f"{name} zero scores: {reasons}")
     if summary["errors"]:
-        tr.write_line(f"{len(summary['errors'])} item(s) hit a harness error and are not scored (see the errors above)")
+        tr.write_line(f"{len(summary['errors'])} run(s) hit a harness error and are not scored (see the errors above)")
+    if summary["incomplete"]:
+        tr.write_line(f"{len(summary['incomplete'])} run(s) did not end (session interrupted) and are not scored")
     if verbosity >= 0:
         for kind, path in files.items():
             tr.write_line(f"{kind}: {path}")

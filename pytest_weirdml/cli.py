@@ -1,0 +1,154 @@
+"""The ``weirdml`` command: what a user needs around a pytest session.
+
+    weirdml report SESSION_DIR [SESSION_DIR ...] -o OUT   rebuild (and merge) reports from records
+    weirdml image build|check|tag                         the Docker sandbox's image
+    weirdml models                                        aliases, model ids, prices, API keys set
+    weirdml tasks-path                                    the directory of the bundled tasks
+
+Running the bundled tasks from anywhere: ``pytest "$(weirdml tasks-path)" --weirdml-model=baseline``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from pytest_weirdml import __version__
+
+
+def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"pytest-weirdml {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    report = sub.add_parser(
+        "report",
+        help="rebuild summary.json, the results CSVs, report.html and the transcripts from records",
+        description="Rebuild summary.json, the results CSVs, report.html and the transcripts from the "
+        "records.jsonl of one or several sessions (merging them), without running anything: the same "
+        "files a session writes when it ends.",
+    )
+    report.add_argument("sessions", nargs="+", type=Path, metavar="SESSION_DIR", help="reports/<session> directories")
+    report.add_argument("-o", "--out", type=Path, required=True, help="directory to write the files into")
+    report.add_argument(
+        "--leaderboard",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="a published results CSV whose rows are drawn beside ours (default: none)",
+    )
+    report.add_argument(
+        "--bootstrap", type=int, default=10_000, metavar="N", help="bootstrap resamples (default: 10000)"
+    )
+    report.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+
+    image = sub.add_parser("image", help="build or check the Docker sandbox's image")
+    image_sub = image.add_subparsers(dest="image_command", required=True, metavar="ACTION")
+    build = image_sub.add_parser("build", help="build the image unless it is present (offline by default)")
+    build.add_argument("--dockerfile", action="store_true", help="docker build from the recipe's Dockerfile")
+    build.add_argument("--force", action="store_true", help="rebuild even when the tag is present")
+    image_sub.add_parser("check", help="say whether the image is built (exit 1 when it is not)")
+    image_sub.add_parser("tag", help="print the tag the docker sandbox uses")
+
+    models = sub.add_parser("models", help="list model aliases, their model ids and prices, and which API keys are set")
+    models.add_argument(
+        "--rootdir",
+        type=Path,
+        default=Path.cwd(),
+        help="where pyproject.toml / weirdml.toml with your models config live (default: here)",
+    )
+
+    sub.add_parser("tasks-path", help="print the directory of the bundled tasks (for pytest to run)")
+
+    args = parser.parse_args(argv)
+    handlers = {"report": _report, "image": _image, "models": _models, "tasks-path": _tasks_path}
+    return handlers[args.command](args, parser)
+
+
+def _report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from pytest_weirdml.report.build import build_reports
+
+    if args.bootstrap < 1:
+        parser.error(f"--bootstrap must be at least 1, got {args.bootstrap}")
+    try:
+        built = build_reports(
+            args.sessions, args.out, resamples=args.bootstrap, seed=args.seed, leaderboard=args.leaderboard
+        )
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for kind, path in built.paths.items():
+        print(f"{kind}: {path}")
+    return 0
+
+
+def _image(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from pytest_weirdml.errors import SandboxError
+    from pytest_weirdml.sandbox import image
+
+    tag = image.image_tag()
+    if args.image_command == "tag":
+        print(tag)
+        return 0
+    from pytest_weirdml.sandbox.docker import connect
+
+    try:
+        client = connect()
+        if args.image_command == "check":
+            present = image.image_present(client, tag)
+            print(tag if present else image.missing_image_message(tag))
+            return 0 if present else 1
+        print(image.build(client, dockerfile=args.dockerfile, force=args.force))
+    except SandboxError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _models(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from pytest_weirdml.models import OFFLINE, PROVIDERS, Catalog
+
+    try:
+        catalog = Catalog.load(args.rootdir)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"models config: {', '.join(catalog.sources)}")
+    print(f"offline: {', '.join(entry.usage for entry in OFFLINE.entries())}")
+    aliases = sorted(name for name, entry in catalog.models.items() if "model" in entry)
+    ids = sorted(name for name, entry in catalog.models.items() if "model" not in entry)
+    rows = [("alias", "model", "price", "")]
+    for name in aliases + ids:
+        config = catalog.lookup(name)
+        note = f"deprecated: retires {config.retires}, use {config.replacement}" if config.retires else ""
+        rows.append((name if name in aliases else "", config.spec, config.price_text(), note))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[3])
+    print("API keys (set / not set; values are never shown):")
+    for provider in PROVIDERS.names():
+        names = catalog.lookup(f"{provider}:any").api_key_env
+        if not names:
+            print(f"  {provider}: needs none")
+            continue
+        found = [name for name in names if os.environ.get(name)]
+        state = f"{found[0]} is set" if found else f"not set ({' or '.join(names)})"
+        print(f"  {provider}: {state}")
+    return 0
+
+
+def _tasks_path(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from pytest_weirdml.tasks import bundled_tasks_dir
+
+    try:
+        print(bundled_tasks_dir())
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

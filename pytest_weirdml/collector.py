@@ -1,0 +1,87 @@
+"""The controller-side plugin: live progress while the session runs, then the session's files
+and the terminal summary at its end.
+
+The files come from the session's records alone (``report.build_reports``, the function
+``weirdml report`` calls too), so what the session writes equals what a rebuild writes. Test
+reports carry nothing the summary needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_weirdml import terminal
+from pytest_weirdml.config import Settings
+from pytest_weirdml.progress import Progress
+from pytest_weirdml.report.build import build_reports
+from pytest_weirdml.session import RecordsTail, SessionDir
+
+if TYPE_CHECKING:
+    from pytest_weirdml.records import IterationRecord
+
+
+class ResultsCollector:
+    """Registered only where reports arrive: the single process, or the xdist controller."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.progress: Progress | None = None
+        self._tail: RecordsTail | None = None
+        self.summary: dict[str, Any] | None = None
+        self.files: dict[str, str] = {}
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        config = session.config
+        self.progress = Progress(config)
+        # Under xdist the iterations run in workers: follow them through the records file.
+        if config.pluginmanager.hasplugin("dsession") and self.progress.enabled:
+            self._tail = RecordsTail(SessionDir(self.settings.session_dir).records_path, self.progress.show)
+            self._tail.start()
+
+    def pytest_weirdml_iteration(self, item: pytest.Item, record: IterationRecord) -> None:
+        if self.progress is not None and self._tail is None:
+            self.progress.show(record)
+
+    # The terminal writes test results in these hooks; a progress line from the tail thread
+    # waits for them to finish, so it never lands in the middle of their output.
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
+        with self._quiet():
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> Generator[None, None, None]:
+        with self._quiet():
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> Generator[None, None, None]:
+        with self._quiet():
+            return (yield)
+
+    def _quiet(self) -> Any:
+        if self._tail is not None and self.progress is not None:
+            return self.progress.lock
+        return contextlib.nullcontext()
+
+    def pytest_sessionfinish(self) -> None:
+        """Write the files here, not in the terminal summary, so ``-p no:terminal`` still gets them."""
+        if self._tail is not None:
+            self._tail.stop()
+            self._tail = None
+        directory = SessionDir(self.settings.session_dir)
+        if not directory.exists() or not directory.runs():
+            return
+        built = build_reports(
+            [directory.path], directory.path, resamples=self.settings.bootstrap, leaderboard=self.settings.leaderboard
+        )
+        self.summary = built.summary
+        self.files = {"records": str(directory.records_path), **{kind: str(path) for kind, path in built.paths.items()}}
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.summary is not None:
+            terminal.write_summary(terminalreporter, self.summary, self.files)

@@ -1,0 +1,242 @@
+"""A session directory, ``reports/<session>/``, and its one source of truth: ``records.jsonl``.
+
+Every finished iteration is appended to the records the moment it is scored, and every run
+that ends appends how it ended (``records.RunEnd``): finished, or stopped by a harness error.
+Everything else in the directory (``summary.json``, the CSVs, ``report.html``, the
+transcripts) is built from these records by ``pytest_weirdml.report.build``, at the end of a
+session and by ``weirdml report`` alike, so the two give the same files.
+
+The public API, for the plugin, the report command and anything that compares sessions:
+
+- ``SessionDir(path)``: ``append``, ``end_run``, ``finished`` (resume), ``read``, ``runs``
+  (grouped, with their status), ``summary`` (the ``summary.json`` written last);
+- ``group_runs(records)``: iterations and run ends -> ``RunRecord`` per (session, task, model, run);
+- ``read_runs(directories)``: the runs of one or several sessions (a merge);
+- ``RecordsTail``: follows a growing records file (live progress under xdist).
+
+No pytest here: the same code serves the plugin, the command line and other tools.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from pytest_weirdml.records import (
+    ERROR,
+    FINISHED,
+    INCOMPLETE,
+    SCHEMA_VERSION,
+    IterationRecord,
+    Record,
+    RunEnd,
+    RunRecord,
+    parse_record,
+)
+
+RECORDS_FILE = "records.jsonl"
+SUMMARY_FILE = "summary.json"
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class SessionDir:
+    """One session's directory. Appending is safe from several processes (xdist workers)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.records_path = path / RECORDS_FILE
+        self._lock = FileLock(str(self.records_path) + ".lock")
+        self._ready = False
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def exists(self) -> bool:
+        """Whether the directory holds records (a session that ran no task item has none)."""
+        return self.records_path.is_file()
+
+    # Writing -------------------------------------------------------------------------------
+
+    def _prepare(self) -> None:
+        """Create the directory; drop the half line a session killed mid-write leaves behind,
+        so new lines are not glued to it."""
+        if self._ready:
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            if self.records_path.is_file():
+                with open(self.records_path, "rb+") as fh:
+                    data = fh.read()
+                    if data and not data.endswith(b"\n"):
+                        fh.truncate(data.rfind(b"\n") + 1)
+        self._ready = True
+
+    def append(self, record: Record) -> None:
+        self._prepare()
+        line = record.to_json() + "\n"
+        with self._lock, open(self.records_path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            # A session killed right after this call must still find the line on disk.
+            os.fsync(fh.fileno())
+
+    def end_run(self, task: str, model: str, run: int, *, session: str, error: str | None = None) -> RunEnd:
+        """Record that a run finished (``error=None``) or that a harness error stopped it."""
+        end = RunEnd(
+            task=task,
+            model=model,
+            run=run,
+            status=FINISHED if error is None else ERROR,
+            error=error,
+            ended_at=now(),
+            session=session,
+        )
+        self.append(end)
+        return end
+
+    # Reading -------------------------------------------------------------------------------
+
+    def read(self) -> list[Record]:
+        """Every complete record, in the order written (a torn last line is skipped)."""
+        return list(read_records(self.records_path)) if self.exists() else []
+
+    def iterations(self) -> list[IterationRecord]:
+        return [r for r in self.read() if isinstance(r, IterationRecord)]
+
+    def runs(self) -> list[RunRecord]:
+        """Every run of the session, with its status (``finished``, ``error``, ``incomplete``)."""
+        return group_runs(self.read(), default_session=self.name)
+
+    def finished(self, task: str, model: str, run: int) -> list[IterationRecord]:
+        """The iterations already recorded for one run, in order: what a resumed run replays.
+
+        Only an unbroken prefix 1..k can be continued.
+        """
+        found = {
+            r.iteration: r
+            for r in self.read()
+            if isinstance(r, IterationRecord) and (r.task, r.model, r.run) == (task, model, run)
+        }
+        prefix: list[IterationRecord] = []
+        while len(prefix) + 1 in found:
+            prefix.append(found[len(prefix) + 1])
+        return prefix
+
+    def summary(self) -> dict[str, Any] | None:
+        """The ``summary.json`` last built for this session (``None`` before the first)."""
+        path = self.path / SUMMARY_FILE
+        if not path.is_file():
+            return None
+        summary: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return summary
+
+
+def read_records(path: Path) -> Iterator[Record]:
+    """Every complete line of a records file (a torn last line from a crash is skipped)."""
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.endswith("\n"):
+                break
+            yield parse_record(line)
+
+
+def group_runs(records: Iterable[Record], *, default_session: str = "") -> list[RunRecord]:
+    """Runs from records, one per (session, task, model, run), sorted by that key.
+
+    A resumed session may record an iteration twice: the last one is what the run used. A run's
+    status is its last end, unless an iteration came after it (the run went on: ``incomplete``
+    until it ends again). Iterations of schema 1, written before runs recorded their end, count
+    as a finished run, as they did then. Records without a session name take ``default_session``
+    (the directory's name), so that sessions still merge apart.
+    """
+    iterations: dict[tuple[str, str, str, int], dict[int, IterationRecord]] = {}
+    ends: dict[tuple[str, str, str, int], RunEnd] = {}
+    for record in records:
+        if not record.session:
+            record.session = default_session
+        key = (record.session, record.task, record.model, record.run)
+        if isinstance(record, RunEnd):
+            ends[key] = record
+            iterations.setdefault(key, {})
+        else:
+            iterations.setdefault(key, {})[record.iteration] = record
+            ends.pop(key, None)
+    runs = []
+    for key in sorted(iterations):
+        session, task, model, run = key
+        its = [iterations[key][i] for i in sorted(iterations[key])]
+        end = ends.get(key)
+        if end is not None:
+            status, error, ended_at = end.status, end.error, end.ended_at
+        elif its and all(it.schema < SCHEMA_VERSION for it in its):
+            status, error, ended_at = FINISHED, None, ""
+        else:
+            status, error, ended_at = INCOMPLETE, None, ""
+        runs.append(RunRecord(task, model, run, its, session, status, error, ended_at))
+    return runs
+
+
+def read_runs(directories: Sequence[Path]) -> list[RunRecord]:
+    """The runs of one or several sessions, merged. ``FileNotFoundError`` names a directory
+    without records."""
+    records: list[Record] = []
+    for directory in directories:
+        session = SessionDir(directory)
+        if not session.exists():
+            raise FileNotFoundError(f"{session.records_path}: no records; pass a session directory under reports/")
+        for record in session.read():
+            # Grouped per file: a directory's name stands in for a session name it lacks.
+            if not record.session:
+                record.session = session.name
+            records.append(record)
+    return group_runs(records)
+
+
+class RecordsTail(threading.Thread):
+    """Polls a records file from its current end and passes each new iteration on."""
+
+    def __init__(self, path: Path, on_iteration: Callable[[IterationRecord], None], *, interval_s: float = 1.0) -> None:
+        super().__init__(name="weirdml-records-tail", daemon=True)
+        self.path = path
+        self.on_iteration = on_iteration
+        self.interval_s = interval_s
+        self._done = threading.Event()
+        # Lines already there belong to an earlier (resumed) part of the session.
+        self._offset = path.stat().st_size if path.is_file() else 0
+
+    def poll(self) -> None:
+        if not self.path.is_file():
+            return
+        with open(self.path, "rb") as fh:
+            fh.seek(self._offset)
+            chunk = fh.read()
+        # Only whole lines: a worker may be half-way through writing the last one.
+        end = chunk.rfind(b"\n") + 1
+        self._offset += end
+        for line in chunk[:end].splitlines():
+            try:
+                record = parse_record(line)
+            except ValueError:
+                continue
+            if isinstance(record, IterationRecord):
+                self.on_iteration(record)
+
+    def run(self) -> None:
+        while not self._done.wait(self.interval_s):
+            self.poll()
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join(timeout=5)
+        self.poll()
