@@ -41,4 +41,4 @@ echo "== docker daemon: $(docker info --format '{{.ServerVersion}}')"
 [ "${WEIRDML_SKIP_IMAGE:-0}" = 1 ] && exit 0
 cd "$REPO"
 echo "== sandbox image (reused when present)"
-"$PYTHON" -m pytest_weirdml.sandbox.image build
+"$PYTHON" -m pytest_weirdml.cli image build

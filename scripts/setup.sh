@@ -2,7 +2,7 @@
 # Prepares a fresh Debian machine for pytest-weirdml, and is safe to run again:
 #   - system packages: bubblewrap (the local sandbox), Fashion-MNIST and stockfish (task data),
 #     chromium (the HTML report's browser test), docker.io and debootstrap (the Docker sandbox);
-#   - the sandbox's pinned packages (sandbox_image/requirements.txt) and the plugin with its extras;
+#   - the sandbox's pinned packages (pytest_weirdml/sandbox/recipe/requirements.txt) and the plugin with its extras;
 #   - the Docker daemon and the sandbox image, built offline when no registry is reachable.
 # Set WEIRDML_SETUP_DOCKER=0 to skip the Docker part (the local sandbox needs none of it).
 set -euo pipefail
@@ -17,7 +17,7 @@ if ! dpkg -s "${APT_PACKAGES[@]}" >/dev/null 2>&1; then
 fi
 
 PYTHON="${PYTHON:-python3}"
-"$PYTHON" -m pip install -q -r sandbox_image/requirements.txt
+"$PYTHON" -m pip install -q -r pytest_weirdml/sandbox/recipe/requirements.txt
 "$PYTHON" -m pip install -q -e ".[dev,tasks,report,providers]"
 
 if [ "${WEIRDML_SETUP_DOCKER:-1}" != "0" ] && [ -f sandbox_image/ci_setup.sh ]; then
