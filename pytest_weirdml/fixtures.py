@@ -26,6 +26,8 @@ from pytest_weirdml.session import SessionDir
 from pytest_weirdml.tasks import TaskData, TaskSpec, build_data
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
+# The model name an item's iterations are recorded under (a conftest's own client names itself).
+MODEL_NAME_KEY = pytest.StashKey[str]()
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ def weirdml_run(
     """Run the feedback loop for this item; every finished iteration is recorded at once, and
     so is the end of the run (a harness error's end is recorded by the plugin's report hook)."""
     item = request.node
+    item.stash[MODEL_NAME_KEY] = weirdml_model.name
     hook = request.config.hook
 
     def on_iteration(record: IterationRecord) -> None:
@@ -173,7 +176,5 @@ def record_harness_error(item: pytest.Item, error: str) -> None:
     if not isinstance(case, Case) or spec is None:
         return
     settings = item.config.stash[SETTINGS_KEY]
-    # The name the iterations were recorded under (a conftest's own client names itself).
-    model = getattr(item, "funcargs", {}).get("weirdml_model")
-    name = model.name if isinstance(model, models.Model) else models.label(case.model)
+    name = item.stash.get(MODEL_NAME_KEY, models.label(case.model))
     SessionDir(settings.session_dir).end_run(spec.name, name, case.run, session=settings.session, error=error)

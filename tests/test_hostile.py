@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import GOOD_SCRIPT, needs_bwrap, read_jsonl, session_dir, write_replay, write_tiny_task
+from helpers import GOOD_SCRIPT, needs_bwrap, read_iterations, session_dir, write_replay, write_tiny_task
 
 from pytest_weirdml.sandbox.local import bwrap_works
 
@@ -70,7 +70,7 @@ def test_hostile_scripts_are_contained_and_scored_zero(
     start = time.monotonic()
     result = _hostile_session(pytester, base_args, scripts)
     result.assert_outcomes(passed=1)
-    records = read_jsonl(session_dir(pytester) / "records.jsonl")
+    records = read_iterations(session_dir(pytester) / "records.jsonl")
     assert [r["iteration"] for r in records] == [1, 2, 3, 4, 5]
     endless, flood, key, peek, good = records
 
@@ -105,7 +105,7 @@ def test_wrong_shape_and_malformed_predictions_score_zero_with_reason(
     ]
     result = _hostile_session(pytester, base_args, scripts)
     result.assert_outcomes(passed=1)
-    reasons = [r["zero_reason"] for r in read_jsonl(session_dir(pytester) / "records.jsonl")]
+    reasons = [r["zero_reason"] for r in read_iterations(session_dir(pytester) / "records.jsonl")]
     assert reasons[0] == "wrong shape: predictions (99,), expected (100,)"
     assert reasons[1].startswith("malformed predictions in results/test_preds.txt")
     assert reasons[2] == "malformed predictions in results/test_preds.txt: values must be integers"
@@ -119,7 +119,7 @@ def test_writing_into_data_is_refused(pytester: pytest.Pytester, base_args: list
     scripts = ["open('data/train_y.npy', 'wb').write(b'gone')", GOOD_SCRIPT]
     result = _hostile_session(pytester, base_args, scripts)
     result.assert_outcomes(passed=1)
-    first, second = read_jsonl(session_dir(pytester) / "records.jsonl")
+    first, second = read_iterations(session_dir(pytester) / "records.jsonl")
     assert "Read-only file system" in first["output"] and first["zero_reason"].startswith("the script crashed")
     assert second["score"] == 1.0
 
@@ -142,7 +142,7 @@ def test_sigkill_mid_run_keeps_every_finished_iteration(pytester: pytest.Pyteste
     time.sleep(1.0)  # the third script is now sleeping inside the sandbox
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
-    records = read_jsonl(records_file)
+    records = read_iterations(records_file)
     assert [(r["iteration"], r["score"]) for r in records] == [(1, 1.0), (2, 1.0)]
     time.sleep(0.5)
     if bwrap_works()[0]:
@@ -171,7 +171,7 @@ def test_resume_continues_a_killed_session_where_it_stopped(pytester: pytest.Pyt
         f"--weirdml-model=replay:{slow}", "--weirdml-runs=1", f"--weirdml-resume={where}", *base_args
     )
     result.assert_outcomes(passed=1)
-    records = read_jsonl(where / "records.jsonl")
+    records = read_iterations(where / "records.jsonl")
     assert [(r["iteration"], r["score"]) for r in records] == [(1, 1.0), (2, 1.0), (3, 1.0)]
     # The model saw its earlier answers and their feedback before the third submission.
     assert "Submission 2 of 3: test accuracy 1.0000" in records[2]["prompt"]
@@ -181,7 +181,7 @@ def test_resume_continues_a_killed_session_where_it_stopped(pytester: pytest.Pyt
         f"--weirdml-model=replay:{slow}", "--weirdml-runs=1", f"--weirdml-resume={where}", *base_args
     )
     again.assert_outcomes(passed=1)
-    assert len(read_jsonl(where / "records.jsonl")) == 3
+    assert len(read_iterations(where / "records.jsonl")) == 3
 
 
 def test_resume_needs_a_session_directory(pytester: pytest.Pytester, tiny: Path) -> None:

@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from helpers import SYSTEM_PROMPT_SPY, read_jsonl, session_dir, write_replay
+from helpers import SYSTEM_PROMPT_SPY, read_iterations, session_dir, write_replay
 
 from pytest_weirdml.sandbox import leases
 
@@ -54,7 +54,7 @@ def test_a_leased_gpu_is_named_in_the_prompt_and_visible_to_the_script(
     )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*Hardware: one NVIDIA H200 GPU with 140 GB of memory.*"])
-    (record,) = read_jsonl(session_dir(pytester) / "records.jsonl")
+    (record,) = read_iterations(session_dir(pytester) / "records.jsonl")
     assert "CUDA=0" in record["output"]
 
 
@@ -77,7 +77,7 @@ def test_xdist_workers_run_scripts_on_their_own_cores(
     )
     result.assert_outcomes(passed=4)
     seen = {}
-    for record in read_jsonl(session_dir(pytester) / "records.jsonl"):
+    for record in read_iterations(session_dir(pytester) / "records.jsonl"):
         line = next(x for x in record["output"].splitlines() if x.startswith("CPUS="))
         seen.setdefault(line, 0)
         seen[line] += 1

@@ -6,7 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import GOOD_SCRIPT, SYSTEM_PROMPT_SPY, read_iterations, read_jsonl, session_dir, write_replay, write_tiny_task
+from helpers import (
+    GOOD_SCRIPT,
+    SYSTEM_PROMPT_SPY,
+    read_iterations,
+    read_jsonl,
+    session_dir,
+    write_replay,
+    write_tiny_task,
+)
 
 
 def test_items_are_named_task_model_run(pytester: pytest.Pytester, tiny: Path, base_args: list[str]) -> None:

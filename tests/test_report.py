@@ -114,7 +114,8 @@ def test_summary_json_is_versioned_and_complete(session: tuple[subprocess.Comple
     }
     assert len(summary["runs"]) == 6 and {r["session"] for r in summary["runs"]} == {where.name}
     assert summary["published_tasks"] == [TASK] and summary["errors"] == summary["incomplete"] == []
-    assert summary["created"] == max(json.loads(line).get("ended_at", "") for line in open(where / "records.jsonl"))
+    lines = (where / "records.jsonl").read_text().splitlines()
+    assert summary["created"] == max(json.loads(line).get("ended_at", "") for line in lines)
     # Offline models call no API: their cost is a known zero.
     assert summary["models"]["reference"]["cost_per_run_usd"] == 0.0
 

@@ -15,7 +15,6 @@ from pytest_weirdml.models.base import OFFLINE, Model, Request, Response, label
 from pytest_weirdml.records import IterationRecord, Usage
 from pytest_weirdml.session import read_records
 
-
 FREE = Usage(cost_usd=0.0)
 
 
