@@ -40,6 +40,9 @@ class Registry(Generic[T]):
     def add(self, name: str, factory: T, *, usage: str | None = None) -> None:
         self._entries[name] = Entry(name, factory, usage or name)
 
+    def discard(self, name: str) -> None:
+        self._entries.pop(name, None)
+
     def register(self, name: str, *, usage: str | None = None) -> Callable[[T], T]:
         """Decorator form of ``add``."""
 

@@ -31,9 +31,10 @@ def header_lines(settings: Settings, workers: int) -> list[str]:
             continue
         config = settings.catalog.lookup(name)
         alias = f"{name} = {config.spec}" if name != config.spec else name
-        names.append(f"{alias} ({config.price_text()})")
+        # The retirement itself is said once, as a warning (plugin.ModelDeprecatedWarning).
+        retiring = ", deprecated" if any(config.spec in note for note in settings.model_notes) else ""
+        names.append(f"{alias} ({config.price_text()}{retiring})")
     lines.append(f"weirdml models: {'; '.join(names) if names else 'none (pass --weirdml-model=NAME)'}")
-    lines.extend(f"weirdml warning: {note}" for note in settings.model_notes)
     if settings.sandbox == "local":
         where = f"local, scripts run by {settings.python or 'the interpreter running pytest'}"
     elif settings.sandbox == "docker":

@@ -175,6 +175,46 @@ def _assert_no_key(root: Path, result: pytest.RunResult) -> None:
     assert PLANTED not in result.stdout.str() + result.stderr.str()
 
 
+def test_the_claude_alias_is_current_and_runs_with_deprecations_as_errors(project: pytest.Pytester) -> None:
+    _need_sdk("anthropic")
+    with FakeProvider("anthropic", solver) as server:
+        project.makepyprojecttoml(
+            f'[tool.weirdml.models.claude]\nbase_url = "{server.base_url}"\ntimeout_s = 5\nretry_initial_s = 0.01\n'
+        )
+        result = _run(project, "--weirdml-model=claude", "-W", "error::DeprecationWarning")
+    result.assert_outcomes(passed=1)
+    assert {s.body["model"] for s in server.requests} == {"claude-sonnet-5-5"} and len(server.requests) == 3
+    # Its price could not be checked: the session says so rather than guess.
+    result.stdout.fnmatch_lines(["weirdml models: claude = anthropic:claude-sonnet-5-5 (cost unknown)", "*unknown*"])
+    assert all(r["usage"]["cost_usd"] is None for r in _records(project))  # type: ignore[index]
+    assert "deprecated" not in result.stdout.str().lower()
+
+
+def test_a_retiring_model_is_named_once_with_its_replacement(project: pytest.Pytester) -> None:
+    _need_sdk("anthropic")
+    with FakeProvider("anthropic", solver) as server:
+        result = _run(
+            project,
+            "--weirdml-model=anthropic:claude-sonnet-4-5",
+            f"--weirdml-base-url={server.base_url}",
+            "-W",
+            "error::DeprecationWarning",
+        )
+    # Three calls to a model in the SDK's deprecation table, not one Python warning per call.
+    result.assert_outcomes(passed=1, warnings=1)
+    assert len(server.requests) == 3
+    out = result.stdout.str()
+    assert out.count("retires it on") == 1
+    result.stdout.fnmatch_lines(
+        [
+            "*ModelDeprecatedWarning: model anthropic:claude-sonnet-4-5 (anthropic:claude-sonnet-4-5) is deprecated: "
+            "anthropic retires it on 2026-11-30; use anthropic:claude-sonnet-5-5 instead*"
+        ]
+    )
+    cost = pytest.approx((80 * 3.0 + 20 * 0.3 + 50 * 15.0) / 1e6)
+    assert [r["usage"]["cost_usd"] for r in _records(project)] == [cost] * 3  # type: ignore[index]
+
+
 def test_openai_compatible_from_the_command_line(project: pytest.Pytester) -> None:
     _need_sdk("openai")
     with FakeProvider("openai", solver) as server:

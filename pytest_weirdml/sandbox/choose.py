@@ -15,7 +15,7 @@ class SandboxFallbackWarning(UserWarning):
 
 
 def sandbox_names() -> list[str]:
-    return [AUTO, *BACKENDS.names()]
+    return [AUTO, *sorted(BACKENDS.names())]
 
 
 def open_sandbox(name: str, *, python: str | None = None) -> Sandbox:
