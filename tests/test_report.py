@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -230,7 +231,11 @@ def test_live_progress_reaches_the_controller_under_xdist(tmp_path: Path) -> Non
     # Each progress line is a line of its own: never glued to pytest's dots, nor they to it.
     progress = [line for line in result.stdout.splitlines() if " · iteration " in line]
     assert len(progress) == 6 and all(line.startswith("weirdml tiny · ") for line in progress)
-    assert all(line.rstrip().endswith(("best 0.0000", "best 1.0000")) or " · script " in line for line in progress)
+    pattern = (
+        r"weirdml tiny · replay:answers.json · run \d · iteration \d: acc .* · best \d\.\d{4}"
+        r"( · script [\d.]+ s)? · \$0\.0000"
+    )
+    assert all(re.fullmatch(pattern, line) for line in progress), progress
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
