@@ -1,7 +1,7 @@
 """The ``weirdml`` command: what a user needs around a pytest session.
 
     weirdml report SESSION_DIR [SESSION_DIR ...] -o OUT   rebuild (and merge) reports from records
-    weirdml image build|check|tag                         the Docker sandbox's image
+    weirdml image build|check|tag|requirements            the Docker sandbox's image and packages
     weirdml models                                        aliases, model ids, prices, API keys set
     weirdml tasks-path                                    the directory of the bundled tasks
 
@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
     build.add_argument("--force", action="store_true", help="rebuild even when the tag is present")
     image_sub.add_parser("check", help="say whether the image is built (exit 1 when it is not)")
     image_sub.add_parser("tag", help="print the tag the docker sandbox uses")
+    image_sub.add_parser(
+        "requirements", help="print the sandbox's pinned packages (pip's format; the local sandbox needs them too)"
+    )
 
     models = sub.add_parser("models", help="list model aliases, their model ids and prices, and which API keys are set")
     models.add_argument(
@@ -86,8 +89,11 @@ def _report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def _image(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from pytest_weirdml.errors import SandboxError
-    from pytest_weirdml.sandbox import image
+    from pytest_weirdml.sandbox import image, requirements_text
 
+    if args.image_command == "requirements":
+        print(requirements_text(), end="")
+        return 0
     tag = image.image_tag()
     if args.image_command == "tag":
         print(tag)
