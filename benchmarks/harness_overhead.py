@@ -28,9 +28,9 @@ from helpers import GOOD_SCRIPT, write_replay, write_tiny_task  # noqa: E402
 
 from pytest_weirdml.loop import LoopSettings, run_task  # noqa: E402
 from pytest_weirdml.models import resolve  # noqa: E402
-from pytest_weirdml.records import RecordStore  # noqa: E402
 from pytest_weirdml.sandbox import Limits  # noqa: E402
 from pytest_weirdml.sandbox.local import LocalSandbox  # noqa: E402
+from pytest_weirdml.session import SessionDir  # noqa: E402
 from pytest_weirdml.tasks import build_data, load_task  # noqa: E402
 
 
@@ -66,7 +66,7 @@ def main() -> None:
             sandbox.run(GOOD_SCRIPT, data.public_dir, Limits(time_s=60))
             boxed.append(time.perf_counter() - start)
         model = resolve(f"replay:{write_replay(root / 'replay.json', [GOOD_SCRIPT] * args.n)}")
-        store = RecordStore(root / "session")
+        store = SessionDir(root / "session")
         run = run_task(spec, data, model, sandbox, run=0, settings=LoopSettings(), on_iteration=store.append)
         loop = [it.wall_s for it in run.iterations]
         assert all(it.score == 1.0 for it in run.iterations)

@@ -121,7 +121,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="build the docker sandbox's image before the session unless it is built already; the same "
-        "as `python -m pytest_weirdml.sandbox.image build` (default: off).",
+        "as `weirdml image build` (default: off).",
     )
     group.addoption(
         "--weirdml-gpus",
@@ -137,8 +137,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="weirdml_python",
         default=None,
         metavar="PATH",
-        help="interpreter that runs scripts in the local sandbox; it must have the packages of "
-        "sandbox_image/requirements.txt (default: the one running pytest).",
+        help="interpreter that runs scripts in the local sandbox; it must have the sandbox's pinned "
+        "packages, which `weirdml image requirements` lists (default: the one running pytest).",
     )
     group.addoption(
         "--weirdml-memory",
