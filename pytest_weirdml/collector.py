@@ -33,6 +33,7 @@ class ResultsCollector:
         self._tail: RecordsTail | None = None
         self.summary: dict[str, Any] | None = None
         self.files: dict[str, str] = {}
+        self.failure: str | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         config = session.config
@@ -74,14 +75,25 @@ class ResultsCollector:
             self._tail.stop()
             self._tail = None
         directory = SessionDir(self.settings.session_dir)
-        if not directory.exists() or not directory.runs():
+        if not directory.exists():
+            return  # no task item ran
+        try:
+            built = build_reports(
+                [directory.path],
+                directory.path,
+                resamples=self.settings.bootstrap,
+                leaderboard=self.settings.leaderboard,
+            )
+        except (OSError, ValueError) as exc:
+            # The records stay as they are; `weirdml report` can rebuild once the cause is fixed.
+            self.failure = f"the session's reports could not be built: {exc}"
             return
-        built = build_reports(
-            [directory.path], directory.path, resamples=self.settings.bootstrap, leaderboard=self.settings.leaderboard
-        )
         self.summary = built.summary
         self.files = {"records": str(directory.records_path), **{kind: str(path) for kind, path in built.paths.items()}}
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.summary is not None:
             terminal.write_summary(terminalreporter, self.summary, self.files)
+        elif self.failure:
+            terminalreporter.write_sep("=", "weirdml summary")
+            terminalreporter.write_line(self.failure, red=True)
