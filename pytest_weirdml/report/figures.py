@@ -3,6 +3,10 @@
 matplotlib is imported here only, when a report is rendered (the ``report`` extra). Figures are
 drawn on ``matplotlib.figure.Figure`` with the Agg canvas, never through pyplot, so rendering
 neither changes the user's backend nor leaks global figures.
+
+``published`` rows, when given, are those of the published table that have every task of
+``summary["published_tasks"]``; beside them our models are drawn by their mean over exactly
+those tasks (``models[...]["published"]``), so both sides stand on the same tasks.
 """
 
 from __future__ import annotations
