@@ -19,7 +19,7 @@ from pytest_weirdml import __version__
 
 
 def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=prog, description="What a user of pytest-weirdml needs around a session.")
     parser.add_argument("--version", action="version", version=f"pytest-weirdml {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -125,14 +125,14 @@ def _models(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     print(f"offline: {', '.join(entry.usage for entry in OFFLINE.entries())}")
     aliases = sorted(name for name, entry in catalog.models.items() if "model" in entry)
     ids = sorted(name for name, entry in catalog.models.items() if "model" not in entry)
-    rows = [("alias", "model", "price", "")]
+    rows = [("alias", "model", "price", "notes")]
     for name in aliases + ids:
         config = catalog.lookup(name)
         note = f"deprecated: retires {config.retires}, use {config.replacement}" if config.retires else ""
         rows.append((name if name in aliases else "", config.spec, config.price_text(), note))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[3])
+        print(("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[3]).rstrip())
     print("API keys (set / not set; values are never shown):")
     for provider in PROVIDERS.names():
         names = catalog.lookup(f"{provider}:any").api_key_env
