@@ -2,7 +2,7 @@
 
 Every hostile script must come back as an ``ExecResult`` (never an exception), leave nothing
 running, and leave the sandbox usable for the next run. Docker cases skip, saying why, where no
-daemon or image is present (build it with ``python -m pytest_weirdml.sandbox.image build``).
+daemon or image is present (build it with ``weirdml image build``).
 """
 
 from __future__ import annotations
@@ -460,7 +460,7 @@ def docker_box() -> Iterator[DockerSandbox]:
 
 
 def test_docker_missing_image_names_the_build_command(docker_box: DockerSandbox) -> None:
-    with pytest.raises(SandboxError, match=r"python -m pytest_weirdml\.sandbox\.image build"):
+    with pytest.raises(SandboxError, match=r"`weirdml image build`"):
         DockerSandbox(image="weirdml-sandbox:not-built", client=docker_box.client)
 
 
