@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from pytest_weirdml import models
 from pytest_weirdml.models import Catalog
+from pytest_weirdml.protocol import PROTOCOLS, PUBLISHED
 from pytest_weirdml.sandbox import leases
 from pytest_weirdml.sandbox.choose import sandbox_names
 from pytest_weirdml.session import RECORDS_FILE
@@ -46,6 +48,32 @@ def _gpus(text: str) -> tuple[str, ...]:
         return leases.parse(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+RANDOM_SEED = "random"
+
+
+def _data_seed(text: str) -> int | str:
+    """``N`` (a whole number from 0 to 2**32 - 1) or ``random``."""
+    text = text.strip().lower()
+    if text == RANDOM_SEED:
+        return RANDOM_SEED
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--weirdml-data-seed must be a whole number or 'random', got {text!r}"
+        ) from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"--weirdml-data-seed must be between 0 and {2**32 - 1}, got {value}")
+    return value
+
+
+def draw_data_seed(choice: int | str | None) -> int | None:
+    """The seed a session builds its data from: ``random`` is drawn here, once (on the controller)."""
+    if choice == RANDOM_SEED:
+        return secrets.randbelow(2**31)
+    return choice if isinstance(choice, int) else None
 
 
 def _fraction(text: str) -> float:
@@ -116,6 +144,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "image are there, else local with a warning (default: local, or ini weirdml_sandbox).",
     )
     group.addoption(
+        "--weirdml-protocol",
+        dest="weirdml_protocol",
+        choices=PROTOCOLS,
+        default=None,
+        help="what the model is told: published = exactly the information of the published benchmark "
+        "(several iterations, never how many; feedback is the output and the accuracy); informed = also "
+        "the number of submissions, how many are left, the best accuracy so far and each run time "
+        "(default: published, or ini weirdml_protocol).",
+    )
+    group.addoption(
         "--weirdml-build-image",
         dest="weirdml_build_image",
         action="store_true",
@@ -181,6 +219,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(default: $XDG_CACHE_HOME/pytest-weirdml/data, or ini weirdml_data_cache).",
     )
     group.addoption(
+        "--weirdml-data-seed",
+        dest="weirdml_data_seed",
+        type=_data_seed,
+        default=None,
+        metavar="N|random",
+        help="build every task's data from this seed instead of the task's own: fresh samples, subsets, "
+        "crops and games that no model can have seen; random draws one and records it (default: each "
+        "task's seed, or ini weirdml_data_seed).",
+    )
+    group.addoption(
         "--weirdml-bootstrap",
         dest="weirdml_bootstrap",
         type=_positive_int("--weirdml-bootstrap"),
@@ -221,8 +269,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("weirdml_runs", "default for --weirdml-runs", default="5")
     parser.addini("weirdml_sandbox", "default for --weirdml-sandbox", default="local")
+    parser.addini("weirdml_protocol", "default for --weirdml-protocol", default=PUBLISHED)
     parser.addini("weirdml_reports", "default for --weirdml-reports (relative to the rootdir)", default="")
     parser.addini("weirdml_data_cache", "default for --weirdml-data-cache", default="")
+    parser.addini("weirdml_data_seed", "default for --weirdml-data-seed (N or random)", default="")
 
 
 @dataclass(frozen=True)
@@ -246,6 +296,9 @@ class Settings:
     gpus: tuple[str, ...] = ()
     # One line per chosen model that its provider is retiring (said once, by the controller).
     model_notes: tuple[str, ...] = ()
+    protocol: str = PUBLISHED
+    # None: every task's own seed. A session run with ``random`` holds the seed that was drawn.
+    data_seed: int | None = None
 
     @property
     def session_dir(self) -> Path:
@@ -294,8 +347,11 @@ def _reports_dir(config: pytest.Config) -> Path:
     return config.invocation_params.dir / "reports"
 
 
-def settings_from(config: pytest.Config, session: str, session_dir: Path | None = None) -> Settings:
-    """The session's settings; ``session_dir`` is the controller's (an xdist worker writes there)."""
+def settings_from(
+    config: pytest.Config, session: str, session_dir: Path | None = None, data_seed: int | None = None
+) -> Settings:
+    """The session's settings; on an xdist worker ``session_dir`` and ``data_seed`` are the controller's
+    (its directory and its drawn seed)."""
     opt = config.option
     runs = opt.weirdml_runs
     if runs is None:
@@ -305,6 +361,9 @@ def settings_from(config: pytest.Config, session: str, session_dir: Path | None 
     if sandbox not in sandbox_names():
         raise pytest.UsageError(f"{flag}: unknown sandbox {sandbox!r}; choose one of {', '.join(sandbox_names())}")
     reports = _reports_dir(config)
+    protocol = opt.weirdml_protocol or config.getini("weirdml_protocol")
+    if protocol not in PROTOCOLS:
+        raise pytest.UsageError(f"ini weirdml_protocol: unknown protocol {protocol!r}; choose one of {PROTOCOLS}")
     resume = False
     if opt.weirdml_resume:
         previous = Path(opt.weirdml_resume).expanduser().resolve()
@@ -348,4 +407,18 @@ def settings_from(config: pytest.Config, session: str, session_dir: Path | None 
         catalog=catalog,
         cache_dir=responses.resolve() if responses else None,
         gpus=opt.weirdml_gpus if opt.weirdml_gpus is not None else leases.detect(),
+        protocol=protocol,
+        data_seed=data_seed if data_seed is not None else draw_data_seed(_seed_choice(config)),
     )
+
+
+def _seed_choice(config: pytest.Config) -> int | str | None:
+    if config.option.weirdml_data_seed is not None:
+        return config.option.weirdml_data_seed
+    text = config.getini("weirdml_data_seed")
+    if not text:
+        return None
+    try:
+        return _data_seed(text)
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"ini weirdml_data_seed: {exc}") from None

@@ -85,7 +85,7 @@ def weirdml_sandbox(weirdml_settings: Settings) -> Iterator[Sandbox]:
 @pytest.fixture
 def weirdml_data(weirdml_task: TaskSpec, weirdml_settings: Settings) -> TaskData:
     try:
-        return build_data(weirdml_task, weirdml_settings.data_cache)
+        return build_data(weirdml_task, weirdml_settings.data_cache, weirdml_settings.data_seed)
     except DataUnavailable as exc:
         pytest.skip(f"{weirdml_task.name}: data unavailable: {exc}")
     except TaskError as exc:
@@ -132,6 +132,7 @@ def weirdml_run(
         gpu=gpu,
         device=leases.describe(gpu) if gpu is not None else leases.describe_cpus(cpus),
         session=weirdml_settings.session,
+        protocol=weirdml_settings.protocol,
     )
     try:
         run = run_task(

@@ -12,78 +12,40 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from pytest_weirdml.extract import HEAD_CHARS, TAIL_CHARS, extract_code, truncate_output
+from pytest_weirdml import protocol as protocol_mod
+from pytest_weirdml.errors import HarnessError
+from pytest_weirdml.extract import extract_code
 from pytest_weirdml.models import Message, Model, Request
+from pytest_weirdml.protocol import PUBLISHED
 from pytest_weirdml.records import IterationRecord, RunRecord
 from pytest_weirdml.sandbox import PREDICTIONS_CAP_BYTES, Environment, ExecResult, Limits, Sandbox
-from pytest_weirdml.tasks import PREDICTIONS_FILE, Score, TaskData, TaskSpec, score_predictions
-
-# The protocol this loop runs, in the words of docs/protocol.md: the system prompt below states
-# the number of submissions, and the feedback the submissions left and the best accuracy so far.
-PROTOCOL = "informed"
-
-SYSTEM_PROMPT = """\
-You are taking part in a benchmark of machine learning on unusual problems. You will get one \
-task with a small data set. Solve it by writing ONE complete Python script that trains a model \
-from scratch and predicts the labels of the test set.
-
-How your script is run:
-- As `python solution.py` in a directory holding `data/` (the task's files, read-only) and an \
-empty `results/`.
-- It must save its test-set predictions with \
-`np.savetxt('{predictions}', preds, fmt='%d')`. A submission that writes no predictions file \
-scores 0.
-- Hardware: {device}. Time limit: {time_limit:g} seconds of wall-clock time for the whole script, \
-start-up and data loading included; a script still running at the limit is killed and scores 0.
-- There is no internet access and nothing can be installed. Available: Python {python} with \
-{packages}.
-- Nothing is kept between submissions: every script starts from scratch.
-
-How to answer:
-- Put the script in a fenced code block (```python ... ```). If your answer holds several code \
-blocks, the longest one is taken as the script.
-- Explain your reasoning briefly before the code; you will see your earlier answers again.
-
-You have {iterations} submission{plural} in total. After each one you will see the script's \
-terminal output (output longer than {cut} characters is cut to its first {head} and last {tail}) \
-and its test accuracy, with the number of submissions left. Your result is your best test \
-accuracy over all submissions, and it is compared with other models' results."""
+from pytest_weirdml.tasks import Score, TaskData, TaskSpec, score_predictions
 
 
-def system_prompt(task: TaskSpec, env: Environment, iterations: int, time_limit_s: float) -> str:
-    packages = ", ".join(f"{name} {version}" for name, version in sorted(env.packages.items()))
-    return SYSTEM_PROMPT.format(
-        predictions=PREDICTIONS_FILE,
+def system_prompt(
+    task: TaskSpec, env: Environment, iterations: int, time_limit_s: float, protocol: str = PUBLISHED
+) -> str:
+    return protocol_mod.system_prompt(
+        protocol,
         device=env.device,
-        time_limit=time_limit_s,
         python=env.python,
-        packages=packages or "the standard library only",
+        packages=env.packages,
         iterations=iterations,
-        plural="" if iterations == 1 else "s",
-        cut=HEAD_CHARS + TAIL_CHARS,
-        head=HEAD_CHARS,
-        tail=TAIL_CHARS,
+        time_limit_s=time_limit_s,
     )
 
 
-def feedback_message(iteration: int, iterations: int, result: ExecResult | None, score: Score, best: float) -> str:
-    """What the model reads after a submission: the verdict, the output, what is left."""
-    left = iterations - iteration
-    if score.zero_reason:
-        lines = [f"Submission {iteration} of {iterations} scored 0: {score.zero_reason}."]
-    else:
-        lines = [f"Submission {iteration} of {iterations}: test accuracy {score.accuracy:.4f}."]
-    if result is not None:
-        status = "timed out" if result.timed_out else f"exit code {result.exit_code}"
-        lines.append(f"The script ran for {result.duration_s:.1f} s ({status}). Its terminal output:")
-        lines.append(f"```text\n{truncate_output(result.output)}\n```")
-    lines.append(f"Best test accuracy so far: {best:.4f}.")
-    if left:
-        lines.append(
-            f"You have {left} submission{'s' if left > 1 else ''} left. Reply with an improved, complete "
-            f"script that writes {PREDICTIONS_FILE}; a submission without predictions scores 0."
-        )
-    return "\n\n".join(lines)
+def outcome(iteration: int, result: ExecResult | None, score: Score) -> protocol_mod.Outcome:
+    if result is None:
+        return protocol_mod.Outcome(iteration, score.accuracy, score.zero_reason, None)
+    return protocol_mod.Outcome(
+        iteration,
+        score.accuracy,
+        score.zero_reason,
+        "\n".join([result.output, *result.notes]),
+        duration_s=result.duration_s,
+        exit_note="timed out" if result.timed_out else f"exit code {result.exit_code}",
+    )
 
 
 def judge(result: ExecResult, answers_score: Callable[[bytes | None], Score]) -> Score:
@@ -106,6 +68,7 @@ class LoopSettings:
     # How the system prompt names the hardware when a GPU is leased (the sandbox's own text otherwise).
     device: str | None = None
     session: str = ""
+    protocol: str = PUBLISHED
 
 
 def run_task(
@@ -130,18 +93,18 @@ def run_task(
     env = sandbox.environment()
     if settings.device:
         env = replace(env, device=settings.device)
-    messages = [
-        Message("system", system_prompt(task, env, iterations, time_limit)),
-        Message("user", task.prompt),
-    ]
+    system = system_prompt(task, env, iterations, time_limit, settings.protocol)
+    messages = [Message("system", system), Message("user", task.prompt)]
     record = RunRecord(task=task.name, model=model.name, run=run)
     best = 0.0
+    _check_resumable(finished, settings.protocol, data)
     for done in finished[:iterations]:
         record.iterations.append(done)
         best = max(best, done.score)
         messages.append(Message("assistant", done.response))
+        said = outcome(done.iteration, _as_result(done), _as_score(done))
         messages.append(
-            Message("user", feedback_message(done.iteration, iterations, _as_result(done), _as_score(done), best))
+            Message("user", protocol_mod.feedback(settings.protocol, said, iterations=iterations, best=best))
         )
     for iteration in range(len(record.iterations) + 1, iterations + 1):
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
@@ -175,12 +138,39 @@ def run_task(
             wall_s=time.monotonic() - clock,
             sandbox=sandbox.name,
             session=settings.session,
+            protocol=settings.protocol,
+            data_seed=data.seed,
+            data_key=data.key,
+            iterations_planned=iterations,
+            time_limit_s=time_limit,
+            hardware=env.device,
+            # The exact system prompt, once per run: what the model was told of hardware and packages.
+            system_prompt=system if iteration == 1 else None,
         )
         record.iterations.append(item)
         on_iteration(item)
         messages.append(Message("assistant", response.text))
-        messages.append(Message("user", feedback_message(iteration, iterations, result, score, best)))
+        said = outcome(iteration, result, score)
+        messages.append(
+            Message("user", protocol_mod.feedback(settings.protocol, said, iterations=iterations, best=best))
+        )
     return record
+
+
+def _check_resumable(finished: Sequence[IterationRecord], protocol: str, data: TaskData) -> None:
+    """A resumed run continues only under the protocol and on the data it started with."""
+    if not finished:
+        return
+    first = finished[0]
+    if first.protocol != protocol:
+        raise HarnessError(
+            f"this run started under the {first.protocol} protocol; resume it with --weirdml-protocol={first.protocol}"
+        )
+    if first.data_key and first.data_key != data.key:
+        raise HarnessError(
+            f"this run started on data {first.data_key}, not {data.key}; resume it with "
+            f"--weirdml-data-seed={first.data_seed}"
+        )
 
 
 def _as_result(done: IterationRecord) -> ExecResult | None:

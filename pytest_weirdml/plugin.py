@@ -20,6 +20,7 @@ from pytest_weirdml.tasks import TASK_FILE
 
 SESSION_INPUT = "weirdml_session"
 SESSION_DIR_INPUT = "weirdml_session_dir"
+SEED_INPUT = "weirdml_data_seed"
 
 
 class ModelDeprecatedWarning(UserWarning):
@@ -38,7 +39,10 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput:
         settings = config_mod.settings_from(
-            config, workerinput[SESSION_INPUT], session_dir=Path(workerinput[SESSION_DIR_INPUT])
+            config,
+            workerinput[SESSION_INPUT],
+            session_dir=Path(workerinput[SESSION_DIR_INPUT]),
+            data_seed=workerinput[SEED_INPUT],
         )
     else:
         settings = config_mod.settings_from(config, config_mod.new_session_name())
@@ -119,3 +123,5 @@ def pytest_configure_node(node: Any) -> None:
     settings = node.config.stash[SETTINGS_KEY]
     node.workerinput[SESSION_INPUT] = settings.session
     node.workerinput[SESSION_DIR_INPUT] = str(settings.session_dir)
+    # A drawn (random) seed is drawn once, on the controller: every worker builds the same data.
+    node.workerinput[SEED_INPUT] = settings.data_seed

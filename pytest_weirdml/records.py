@@ -77,6 +77,18 @@ class IterationRecord:
     wall_s: float = 0.0
     sandbox: str = ""
     session: str = ""
+    # Records from before this field existed were all made under the disclosing prompt.
+    protocol: str = "informed"
+    # The data identity: the seed the task's data was built from and its cache key
+    # (data version, seed, builder hash).
+    data_seed: int | None = None
+    data_key: str = ""
+    # What the run was allowed: its number of submissions and the time limit per script.
+    iterations_planned: int = 0
+    time_limit_s: float = 0.0
+    # How the system prompt named the hardware the script ran on.
+    hardware: str = ""
+    system_prompt: str | None = None
     kind: str = ITERATION
     schema: int = SCHEMA_VERSION
 
@@ -184,6 +196,21 @@ class RunRecord:
             "code_lines": [it.code_lines for it in its if it.code is not None],
             "output_tokens": [it.usage.output_tokens for it in its],
             "cost_usd": sum(costs) if costs else None,
+            **self.conditions(),
+        }
+
+    def conditions(self) -> dict[str, Any]:
+        """What the run was made under (from its first submission): the protocol, the data identity,
+        the planned submissions and time limit, the sandbox and the hardware."""
+        first = self.iterations[0] if self.iterations else None
+        return {
+            "protocol": first.protocol if first else "",
+            "data": first.data_key if first else "",
+            "data_seed": first.data_seed if first else None,
+            "iterations_planned": first.iterations_planned if first else 0,
+            "time_limit_s": first.time_limit_s if first else 0.0,
+            "sandbox": first.sandbox if first else "",
+            "hardware": first.hardware if first else "",
         }
 
 

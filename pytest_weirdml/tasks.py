@@ -74,11 +74,12 @@ class TaskSpec:
     def reference_path(self) -> Path:
         return self.directory / REFERENCE_FILE
 
-    def data_key(self) -> str:
-        """Cache key: changes with the data version, the seed, the params or the builder."""
+    def data_key(self, seed: int | None = None) -> str:
+        """The data identity (and cache key): the data version, the seed (the task's own unless
+        given), and a hash of the builder and its params."""
         digest = hashlib.sha256(self.builder.read_bytes())
         digest.update(json.dumps(dict(self.params), sort_keys=True).encode())
-        return f"v{self.data_version}-seed{self.seed}-{digest.hexdigest()[:12]}"
+        return f"v{self.data_version}-seed{self.seed if seed is None else seed}-{digest.hexdigest()[:12]}"
 
 
 def bundled_tasks_dir() -> Path:
@@ -214,6 +215,12 @@ class TaskData:
     """A built data set: a public directory for the sandbox and the hidden answers."""
 
     root: Path
+    seed: int = 0
+
+    @property
+    def key(self) -> str:
+        """The data identity: ``v<data version>-seed<seed>-<builder hash>``."""
+        return self.root.name
 
     @property
     def public_dir(self) -> Path:
@@ -227,33 +234,35 @@ class TaskData:
         return np.load(self.answers_path, allow_pickle=False)
 
 
-def build_data(spec: TaskSpec, cache_root: Path) -> TaskData:
-    """Return the task's data, building it once per key; safe across processes."""
+def build_data(spec: TaskSpec, cache_root: Path, seed: int | None = None) -> TaskData:
+    """Return the task's data for ``seed`` (the task's own when ``None``), building it once per
+    data identity; safe across processes."""
+    seed = spec.seed if seed is None else seed
     task_cache = cache_root / spec.name
     task_cache.mkdir(parents=True, exist_ok=True)
-    final = task_cache / spec.data_key()
+    final = task_cache / spec.data_key(seed)
     if final.is_dir():
-        return TaskData(final)
+        return TaskData(final, seed)
     with FileLock(str(final) + ".lock"):
         if final.is_dir():
-            return TaskData(final)
+            return TaskData(final, seed)
         staging = task_cache / f".{final.name}.tmp-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         try:
-            _build_into(spec, staging)
+            _build_into(spec, staging, seed)
             os.rename(staging, final)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    return TaskData(final)
+    return TaskData(final, seed)
 
 
-def _build_into(spec: TaskSpec, root: Path) -> None:
+def _build_into(spec: TaskSpec, root: Path, seed: int) -> None:
     public, hidden = root / "public", root / "hidden"
     public.mkdir(parents=True)
     hidden.mkdir(mode=0o700)
     build = load_builder(spec)
     try:
-        answers = build(public, spec.seed, **spec.params)
+        answers = build(public, seed, **spec.params)
     except DataUnavailable:
         raise
     except Exception as exc:

@@ -15,7 +15,6 @@ import pytest
 
 from pytest_weirdml import __version__
 from pytest_weirdml.config import Settings
-from pytest_weirdml.loop import PROTOCOL
 from pytest_weirdml.models import OFFLINE
 from pytest_weirdml.sandbox import leases
 from pytest_weirdml.sandbox.image import image_tag
@@ -23,7 +22,10 @@ from pytest_weirdml.sandbox.image import image_tag
 
 def header_lines(settings: Settings, workers: int) -> list[str]:
     """The session header: what runs, where, and where the results go."""
-    lines = [f"weirdml: pytest-weirdml {__version__}, protocol {PROTOCOL} (docs/protocol.md)"]
+    seed = "each task's own" if settings.data_seed is None else str(settings.data_seed)
+    lines = [
+        f"weirdml: pytest-weirdml {__version__}, protocol {settings.protocol} (docs/protocol.md), data seed {seed}"
+    ]
     names = []
     for name in settings.models:
         if OFFLINE.get(name.partition(":")[0]) is not None:

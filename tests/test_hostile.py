@@ -174,7 +174,7 @@ def test_resume_continues_a_killed_session_where_it_stopped(pytester: pytest.Pyt
     records = read_iterations(where / "records.jsonl")
     assert [(r["iteration"], r["score"]) for r in records] == [(1, 1.0), (2, 1.0), (3, 1.0)]
     # The model saw its earlier answers and their feedback before the third submission.
-    assert "Submission 2 of 3: test accuracy 1.0000" in records[2]["prompt"]
+    assert records[2]["prompt"].endswith("Test accuracy: 1.0000.")
     result.stdout.fnmatch_lines(["tiny*replay:slow.json*1*1.000*"])
     # A finished run is not run again.
     again = pytester.runpytest(

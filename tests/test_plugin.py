@@ -60,6 +60,9 @@ def test_without_a_model_items_skip_naming_the_option(
         ("--weirdml-model=replay:/no/such/file.json", "*replay file not found: /no/such/file.json*"),
         ("--weirdml-fail-under=1.5", "*--weirdml-fail-under must be an accuracy in [[]0, 1]*"),
         ("--weirdml-memory=lots", "*--weirdml-memory must be a size such as 8G*"),
+        ("--weirdml-data-seed=often", "*--weirdml-data-seed must be a whole number or 'random', got 'often'*"),
+        ("--weirdml-data-seed=-1", "*--weirdml-data-seed must be between 0 and 4294967295, got -1*"),
+        ("--weirdml-protocol=secret", "*--weirdml-protocol: invalid choice: 'secret'*"),
     ],
 )
 def test_bad_options_are_usage_errors_naming_the_flag(
@@ -128,7 +131,8 @@ def test_reference_and_baseline_run_record_and_summarise(
         ("reference", 1, 1),
     ]
     assert {r["score"] for r in records if r["model"] == "reference"} == {1.0}
-    assert "You have 1 submission in total" in records[0]["prompt"] or records[0]["prompt"].startswith("Predict")
+    assert records[0]["prompt"].startswith("Predict")
+    assert records[0]["protocol"] == "published" and "several iterations" in records[0]["system_prompt"]
     summary = json.loads((where / "summary.json").read_text())
     assert summary["models"]["reference"]["overall"]["mean"] == 1.0
     assert (where / "transcripts" / "tiny" / "reference-0.md").read_text().startswith("# tiny · reference · run 0")
@@ -183,8 +187,9 @@ def test_model_and_sandbox_fixtures_can_be_overridden_from_conftest(
     assert records[-1]["kind"] == "run_end" and records[-1]["status"] == "finished" and records[-1]["model"] == "mine"
 
 
-def test_feedback_loop_gives_reasons_and_what_is_left(
-    pytester: pytest.Pytester, tiny: Path, base_args: list[str]
+@pytest.mark.parametrize("protocol", ["published", "informed"])
+def test_feedback_loop_gives_reasons_and_discloses_only_what_the_protocol_allows(
+    pytester: pytest.Pytester, tiny: Path, base_args: list[str], protocol: str
 ) -> None:
     (tiny / "task.toml").write_text((tiny / "task.toml").read_text().replace("iterations = 2", "iterations = 4"))
     replay = write_replay(
@@ -196,7 +201,8 @@ def test_feedback_loop_gives_reasons_and_what_is_left(
             GOOD_SCRIPT,
         ],
     )
-    result = pytester.runpytest(f"--weirdml-model=replay:{replay}", "--weirdml-runs=1", *base_args)
+    extra = [] if protocol == "published" else [f"--weirdml-protocol={protocol}"]
+    result = pytester.runpytest(f"--weirdml-model=replay:{replay}", "--weirdml-runs=1", *extra, *base_args)
     result.assert_outcomes(passed=1)
     records = read_iterations(session_dir(pytester) / "records.jsonl")
     assert [r["score"] for r in records] == [0.0, 0.0, 0.0, 1.0]
@@ -205,10 +211,23 @@ def test_feedback_loop_gives_reasons_and_what_is_left(
     assert reasons[1] == "the script crashed (exit code 3)"
     assert reasons[2] == "wrong shape: predictions (7, 2), expected (100,)"
     assert reasons[3] is None
+    assert {r["protocol"] for r in records} == {protocol}
+    # The system prompt is recorded once per run, on its first iteration.
+    system = records[0]["system_prompt"]
+    assert system and all(r["system_prompt"] is None for r in records[1:])
     # Each prompt after the first is the feedback on the previous submission.
-    assert "scored 0: no code block" in records[1]["prompt"] and "You have 3 submissions left" in records[1]["prompt"]
-    assert "scored 0: the script crashed (exit code 3)" in records[2]["prompt"]
-    assert "You have 1 submission left" in records[3]["prompt"]
+    feedback = [r["prompt"] for r in records[1:]]
+    assert "Test accuracy: 0.0 (no code block" in feedback[0]
+    assert "Test accuracy: 0.0 (the script crashed (exit code 3))" in feedback[1]
+    disclosures = ("4 submissions", "submissions left", "submission left", "so far", "ran for", "scores 0")
+    told = [phrase for phrase in disclosures for text in [system, *feedback] if phrase in text]
+    if protocol == "published":
+        assert told == []
+        assert feedback[1].startswith("Terminal output of your script:")
+    else:
+        assert "You have 3 submissions left" in feedback[0] and "You have 1 submission left" in feedback[2]
+        assert "Best test accuracy so far" in feedback[1] and "The script ran for" in feedback[1]
+        assert "You have 4 submissions in total" in system
     result.stdout.fnmatch_lines(["tiny*replay:answers.json*1*1.000*"])
 
 
@@ -222,9 +241,8 @@ def test_system_prompt_states_packages_read_from_the_sandbox(
     result.assert_outcomes(passed=1)
     text = result.stdout.str()
     assert f"numpy {numpy.__version__}" in text
-    assert "Time limit: 20 seconds" in text
-    assert "You have 1 submission in total" in text
-    assert "results/test_preds.txt" in text
+    assert "a limit of 20 seconds of wall-clock time" in text
+    assert "several iterations" in text and "in total" not in text
 
 
 def test_summary_is_right_under_xdist(pytester: pytest.Pytester, tiny: Path, base_args: list[str]) -> None:
@@ -243,3 +261,65 @@ def test_summary_is_right_under_xdist(pytester: pytest.Pytester, tiny: Path, bas
     assert {(r["task"], r["model"], r["run"]) for r in records if r["kind"] == "run_end"} == {
         (task, model, run) for task in ("tiny", "second") for model in ("reference", "baseline") for run in (0, 1)
     }
+
+
+def test_data_seed_builds_fresh_data_and_is_recorded(
+    pytester: pytest.Pytester, tiny: Path, base_args: list[str]
+) -> None:
+    pytester.runpytest("--weirdml-model=reference", "--weirdml-runs=1", *base_args).assert_outcomes(passed=1)
+    own = read_iterations(session_dir(pytester) / "records.jsonl")[0]
+    assert own["data_seed"] == 0 and "-seed0-" in own["data_key"]
+    seeded = pytester.runpytest(
+        "--weirdml-model=reference", "--weirdml-runs=1", "--weirdml-data-seed=7", *base_args, "--weirdml-reports=r7"
+    )
+    seeded.assert_outcomes(passed=1)
+    (record,) = read_iterations(next((pytester.path / "r7").iterdir()) / "records.jsonl")
+    assert record["data_seed"] == 7 and record["data_key"] == own["data_key"].replace("-seed0-", "-seed7-")
+    built = sorted(p.name for p in (pytester.path / "cache" / "tiny").iterdir() if p.is_dir())
+    assert built == sorted([own["data_key"], record["data_key"]])
+    first, other = (pytester.path / "cache" / "tiny" / key / "public" / "test_x.npy" for key in built)
+    assert first.read_bytes() != other.read_bytes()
+
+
+def test_a_random_data_seed_is_drawn_once_for_every_xdist_worker(
+    pytester: pytest.Pytester, tiny: Path, base_args: list[str]
+) -> None:
+    result = pytester.runpytest_subprocess(
+        "-n",
+        "2",
+        "--weirdml-model=reference",
+        "--weirdml-runs=4",
+        "--weirdml-data-seed=random",
+        *base_args,
+        timeout=300,
+    )
+    result.assert_outcomes(passed=4)
+    records = read_iterations(session_dir(pytester) / "records.jsonl")
+    seeds = {r["data_seed"] for r in records}
+    assert len(records) == 4 and len(seeds) == 1 and seeds != {0}
+    assert {r["data_key"] for r in records} == {
+        f"{records[0]['data_key'].split('-seed')[0]}-seed{seeds.pop()}-{records[0]['data_key'].rsplit('-', 1)[1]}"
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            "--weirdml-protocol=informed",
+            "*started under the published protocol; resume it with --weirdml-protocol=published*",
+        ),
+        ("--weirdml-data-seed=3", "*started on data v1-seed0-*, not v1-seed3-*; resume it with --weirdml-data-seed=0*"),
+    ],
+)
+def test_resume_keeps_the_protocol_and_the_data_of_the_session(
+    pytester: pytest.Pytester, tiny: Path, base_args: list[str], change: str, message: str
+) -> None:
+    pytester.runpytest("--weirdml-model=reference", "--weirdml-runs=1", *base_args).assert_outcomes(passed=1)
+    where = session_dir(pytester)
+    result = pytester.runpytest(
+        "--weirdml-model=reference", "--weirdml-runs=1", f"--weirdml-resume={where}", change, *base_args
+    )
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([message])
+    assert len(read_iterations(where / "records.jsonl")) == 1

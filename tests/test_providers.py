@@ -162,7 +162,7 @@ def test_full_run_is_scored_and_no_key_is_written(project: pytest.Pytester, wire
     # The model saw the feedback of each submission.
     third = server.requests[2].conversation
     assert [role for role, _ in third] == ["system", "user", "assistant", "user", "assistant", "user"]
-    assert "scored 0: no code block" in third[3][1]
+    assert "Test accuracy: 0.0 (no code block" in third[3][1]
     assert all(PLANTED not in str(r) for r in records)
     _assert_no_key(project.path, result)
 

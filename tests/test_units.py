@@ -10,8 +10,7 @@ from helpers import write_tiny_task
 
 from pytest_weirdml.errors import TaskError
 from pytest_weirdml.extract import code_blocks, extract_code, truncate_output
-from pytest_weirdml.loop import feedback_message
-from pytest_weirdml.sandbox import ExecResult
+from pytest_weirdml.protocol import INFORMED, PUBLISHED, Outcome, feedback, system_prompt
 from pytest_weirdml.tasks import Score, build_data, load_task, score_predictions
 
 
@@ -27,7 +26,18 @@ def test_no_usable_block_is_none(text: str) -> None:
 
 
 def test_inline_backticks_do_not_open_a_block() -> None:
-    assert extract_code("use `np.savetxt` here\n```py\nx = 1\n```") == "x = 1\n"
+    assert extract_code("use `np.savetxt` here\n```python\nx = 1\n```") == "x = 1\n"
+
+
+def test_only_python_or_bare_fences_hold_the_script() -> None:
+    # A long block in another language never beats the script, as in the published rule.
+    log = "\n".join(f"epoch {i}: loss 0.{i:03d}" for i in range(50))
+    text = f"Last output:\n```text\n{log}\n```\nRun it with\n```bash\npython solution.py\n```\n```python\nx = 1\n```"
+    assert extract_code(text) == "x = 1\n"
+    assert code_blocks(text, scripts_only=True) == ["x = 1\n"]
+    assert len(code_blocks(text)) == 3
+    assert extract_code("```Python\ny = 2\n```") == "y = 2\n"
+    assert extract_code("```py\ny = 2\n```\n```text\nz\n```") is None
 
 
 def test_truncation_keeps_head_and_tail_beyond_8000_chars() -> None:
@@ -48,15 +58,62 @@ def test_scoring_flattens_and_names_each_zero_reason() -> None:
     assert score_predictions(b"1\n" * 6, answers, cap=4).zero_reason.endswith("larger than 4 bytes")
 
 
-def test_feedback_says_what_is_left_and_why_zero() -> None:
-    result = ExecResult(
-        exit_code=1, timed_out=False, duration_s=2.5, output="Traceback: boom", output_bytes=15, predictions=None
+def test_published_feedback_is_the_output_and_the_accuracy_only() -> None:
+    crashed = Outcome(2, 0.0, "the script crashed (exit code 1)", "Traceback: boom", 2.5, "exit code 1")
+    text = feedback(PUBLISHED, crashed, iterations=5, best=0.42)
+    assert text == (
+        "Terminal output of your script:\n\n```text\nTraceback: boom\n```\n\n"
+        "Test accuracy: 0.0 (the script crashed (exit code 1))."
     )
-    text = feedback_message(2, 5, result, Score(0.0, "the script crashed (exit code 1)"), best=0.42)
-    assert "Submission 2 of 5 scored 0: the script crashed (exit code 1)." in text
+    assert feedback(PUBLISHED, Outcome(1, 0.875, None, "ok", 3.0, "exit code 0"), iterations=5, best=0.9).endswith(
+        "Test accuracy: 0.8750."
+    )
+    # No script ran: no output section, only the reason.
+    assert feedback(PUBLISHED, Outcome(1, 0.0, "no code block", None), iterations=5, best=0.0) == (
+        "Test accuracy: 0.0 (no code block)."
+    )
+
+
+def test_informed_feedback_says_what_is_left_and_why_zero() -> None:
+    crashed = Outcome(2, 0.0, "the script crashed (exit code 1)", "Traceback: boom", 2.5, "exit code 1")
+    text = feedback(INFORMED, crashed, iterations=5, best=0.42)
+    assert "Submission 2 of 5. Test accuracy: 0.0 (the script crashed (exit code 1))." in text
+    assert "The script ran for 2.5 s (exit code 1)" in text
     assert "Traceback: boom" in text and "Best test accuracy so far: 0.4200" in text
     assert "You have 3 submissions left" in text
-    assert "left" not in feedback_message(5, 5, result, Score(0.9), best=0.9).split("so far")[-1]
+    last = feedback(INFORMED, Outcome(5, 0.9, None, "", 1.0, "exit code 0"), iterations=5, best=0.9)
+    assert "left" not in last.split("so far")[-1]
+
+
+@pytest.mark.parametrize("protocol", [PUBLISHED, INFORMED])
+def test_system_prompts_state_the_facts_of_their_protocol(protocol: str) -> None:
+    text = system_prompt(
+        protocol,
+        device="one NVIDIA H200 GPU with 139 GB of memory",
+        python="3.11.7",
+        packages={"torch": "2.13.0", "numpy": "2.4.6"},
+        iterations=5,
+        time_limit_s=120,
+    )
+    for fact in (
+        "one NVIDIA H200 GPU with 139 GB of memory",
+        "2 minutes",
+        "numpy 2.4.6, torch 2.13.0",
+        "```python",
+        "longest",
+        "8000",
+        "4000",
+        "from scratch",
+        "no internet",
+        "other models",
+    ):
+        assert fact in text, fact
+    disclosed = ("5 submissions", "left", "so far", "scores 0")
+    if protocol == PUBLISHED:
+        assert "several iterations" in text and "step by step" in text
+        assert not [word for word in disclosed if word in text]
+    else:
+        assert all(word in text for word in disclosed if word != "so far")
 
 
 def test_task_loading_checks_types_and_names(tmp_path: Path) -> None:

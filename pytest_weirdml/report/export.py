@@ -35,6 +35,15 @@ def own_tasks(summary: Mapping[str, Any]) -> list[str]:
     return [task for task in summary["tasks"] if task not in PUBLISHED_TASKS]
 
 
+def source(summary: Mapping[str, Any]) -> str:
+    """The ``API source`` cell: ours, with what the published table cannot hold in a column of its
+    own: the protocol and the data seed (a row is only comparable with rows made the same way)."""
+    seeds = [str(seed) for seed in summary.get("data_seeds") or [] if seed is not None]
+    seed = f"data seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds) or 'unknown'}"
+    protocol = summary.get("protocol") or "unknown"
+    return f"{SOURCE} ({protocol} protocol, {seed})"
+
+
 def results_rows(summary: Mapping[str, Any], tasks: Sequence[str], columns: Sequence[str]) -> list[dict[str, str]]:
     """One row per model that ran any of ``tasks``, keyed by ``columns`` (unknown ones stay empty)."""
     rows = []
@@ -56,7 +65,7 @@ def results_rows(summary: Mapping[str, Any], tasks: Sequence[str], columns: Sequ
             "code_len_p90": _cell(code.get("p90")),
             "exec_time_median_s": _cell(row.get("exec_time_median_s")),
             "release_date": "",
-            "API source": SOURCE,
+            "API source": source(summary),
         }
         for task in tasks:
             if task in row["tasks"]:

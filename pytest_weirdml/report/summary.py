@@ -12,6 +12,11 @@ data (a model without prices has no cost):
                   end, else the last submission. Not the time the file was written, so that a
                   rebuild from the same records gives the same file.
 ``sessions``      the session names the runs come from, sorted (several after a merge).
+``protocol``      what the models were told: ``published`` or ``informed`` (docs/protocol.md). Runs of
+                  different protocols are never summarised together.
+``data``          task -> the data identities its runs used (``v<data version>-seed<seed>-<builder
+                  hash>``); one per task unless sessions on different data were merged.
+``data_seeds``    the data seeds of the runs.
 ``bootstrap``     ``resamples``, ``seed``, ``confidence`` (0.95) and ``method`` of the intervals.
 ``tasks``         every task with a scored run, sorted.
 ``published_tasks``  those of ``tasks`` that the published table has, in its order.
@@ -36,7 +41,9 @@ data (a model without prices has no cost):
     ``exec_time_median_s``    median execution time of the submitted scripts.
     ``exec_s``        every submitted script's execution time (for the histogram).
 ``runs``          every scored (finished) run as ``RunRecord.summary()``, sorted by session,
-                  task, model and run.
+                  task, model and run: its scores, and the conditions it was made under
+                  (``protocol``, ``data``, ``data_seed``, ``iterations_planned``, ``time_limit_s``,
+                  ``sandbox``, ``hardware``).
 ``errors``        runs a harness error stopped (not scored): ``{session, task, model, run,
                   iterations, error}``.
 ``incomplete``    runs whose session ended before they did (killed or interrupted; not scored):
@@ -75,6 +82,12 @@ def summarize(runs: Sequence[RunRecord], *, resamples: int = 10_000, seed: int =
         return entry
 
     ordered = sorted(runs, key=lambda r: (r.session, r.task, r.model, r.run))
+    protocols = sorted({r.iterations[0].protocol for r in ordered if r.scored and r.iterations})
+    if len(protocols) > 1:
+        raise ValueError(
+            f"these runs were made under different protocols ({', '.join(protocols)}), whose scores are not "
+            "comparable; build a report for each protocol's sessions apart"
+        )
     times = [r.ended_at or (r.iterations[-1].started_at if r.iterations else "") for r in ordered]
     return build_summary(
         [r.summary() for r in ordered if r.scored],
@@ -115,11 +128,20 @@ def build_summary(
         row = _model_row(model_tasks, resamples, seed)
         row["published"] = overall_over(row, published, bootstrap)
         models[model] = row
+    data: defaultdict[str, set[str]] = defaultdict(set)
+    seeds: set[int] = set()
+    for run in runs:
+        data[run["task"]].add(run.get("data", ""))
+        if run.get("data_seed") is not None:
+            seeds.add(run["data_seed"])
     return {
         "schema": SUMMARY_SCHEMA,
         "generator": f"pytest-weirdml {__version__}",
         "created": created,
         "sessions": list(sessions),
+        "protocol": next(iter({r.get("protocol", "") for r in runs}), ""),
+        "data": {task: sorted(keys) for task, keys in sorted(data.items())},
+        "data_seeds": sorted(seeds),
         "bootstrap": bootstrap,
         "tasks": tasks,
         "published_tasks": published,
