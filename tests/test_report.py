@@ -119,6 +119,32 @@ def test_summary_json_is_versioned_and_complete(session: tuple[subprocess.Comple
     assert summary["created"] == max(json.loads(line).get("ended_at", "") for line in lines)
     # Offline models call no API: their cost is a known zero.
     assert summary["models"]["reference"]["cost_per_run_usd"] == 0.0
+    # What the runs were made under.
+    assert summary["protocol"] == "published" and summary["data_seeds"] == [0]
+    (key,) = summary["data"][TASK]
+    assert key.startswith("v1-seed0-")
+    run = summary["runs"][0]
+    assert (run["protocol"], run["data"], run["data_seed"], run["time_limit_s"]) == ("published", key, 0, 20.0)
+    assert run["sandbox"] == "local" and run["hardware"].startswith("CPU only")
+
+
+def test_sessions_of_different_protocols_are_never_merged(
+    session: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path
+) -> None:
+    _, where = session
+    other = tmp_path / "informed"
+    other.mkdir()
+    lines = (where / "records.jsonl").read_text().splitlines()
+    changed = [json.dumps({**json.loads(line), "protocol": "informed", "session": "other"}) for line in lines]
+    (other / "records.jsonl").write_text("\n".join(changed) + "\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest_weirdml.report", str(where), str(other), "-o", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "different protocols (informed, published)" in result.stderr
 
 
 def test_csv_has_the_published_header_and_appends_to_the_published_table(
@@ -267,6 +293,9 @@ def test_html_report_renders_in_headless_chromium(
             assert "155 published rows" in page.inner_text("body") or "published rows" in page.inner_text("body")
             run = page.locator("details.run").filter(has_text="replay:answers.json · run 0").first
             run.locator("summary").first.click()
+            system = run.locator("details.system")
+            system.locator("summary").first.click()
+            assert "published protocol" in system.inner_text() and "several iterations" in system.inner_text()
             iteration = run.locator("details.iteration").nth(1)
             iteration.locator("summary").first.click()
             assert iteration.locator("pre.output").is_visible()

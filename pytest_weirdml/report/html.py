@@ -135,7 +135,14 @@ def _transcripts(runs: Sequence[RunRecord]) -> str:
             zeros = sum(it.zero_reason is not None for it in its)
             session = f" · session {_e(run.session)}" if run.session else ""
             status = "" if run.scored else f" <span class='zero'>{_e(run_status(run))}</span>"
-            body = "".join(_iteration(it) for it in its)
+            system = next((it.system_prompt for it in its if it.system_prompt), None)
+            told = (
+                ""
+                if system is None
+                else f"<details class='system'><summary>system prompt ({_e(its[0].protocol)} protocol)</summary>"
+                f"<pre>{_e(system)}</pre></details>"
+            )
+            body = told + "".join(_iteration(it) for it in its)
             anchor = f"run-{_e(task)}-{_e(run.model)}-{_e(run.session)}-{run.run}"
             out.append(
                 f"<details class='run' data-status='{_e(run.status)}' id='{anchor}'>"
