@@ -137,6 +137,32 @@ def bootstrap(
     return Bootstrap(tuple(names), point, resampled, runs)
 
 
+def difference(
+    before: Mapping[str, Sequence[float]],
+    after: Mapping[str, Sequence[float]],
+    *,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> tuple[dict[str, Estimate], Estimate]:
+    """``after - before`` per task and for the overall score over the tasks both sides have.
+
+    Each side is resampled on its own (runs within each task, independent draws), so the interval
+    of a difference carries the run-to-run noise of both sessions. Returns the per-task estimates
+    and the estimate of the difference of the overall (unweighted mean over tasks) scores.
+    """
+    tasks = [task for task in before if task in after and len(before[task]) and len(after[task])]
+    if not tasks:
+        raise ValueError("the two sides share no task with runs")
+    old = bootstrap({task: before[task] for task in tasks}, resamples=resamples, seed=seed)
+    new = bootstrap({task: after[task] for task in tasks}, resamples=resamples, seed=seed + 1)
+    point = new.point[:, -1] - old.point[:, -1]
+    resampled = new.resampled[:, :, -1] - old.resampled[:, :, -1]
+    runs = old.runs + new.runs
+    per_task = {task: _estimate(point[i], resampled[i], int(runs[i])) for i, task in enumerate(tasks)}
+    overall = _estimate(float(point.mean()), resampled.mean(axis=0), int(runs.sum()))
+    return per_task, overall
+
+
 def bootstrap_overall(
     scores_by_task: Mapping[str, Sequence[float]], *, resamples: int = 10_000, seed: int | None = 0
 ) -> Estimate:

@@ -1,0 +1,336 @@
+"""The regression gate: a session's results kept as a baseline, and a later session compared with it.
+
+A baseline holds, per model and task, every run's score and the conditions the runs were made
+under. Two sessions are comparable for a (model, task) only when those conditions are equal: the
+data identity (data version, seed, builder), the protocol, the number of submissions and the time
+limit. The sandbox, the hardware and the plugin version are kept and shown, not enforced.
+
+The baseline file (``--weirdml-save-baseline``) is JSON::
+
+    {
+      "format": "pytest-weirdml-baseline",
+      "version": 1,
+      "created": "2026-11-30T12:00:00+00:00",     # the last record's time
+      "generator": "pytest-weirdml 0.2.0",
+      "sessions": ["20261130-120000-4242"],
+      "models": {
+        "<model>": {
+          "<task>": {
+            "scores": [0.91, 0.88],                # run scores (best iteration), in run order
+            "conditions": {"protocol": "published", "iterations": 5, "time_limit_s": 120.0,
+                           "data": "v2-seed0-1a2b3c4d5e6f"},
+            "sandbox": "docker", "hardware": "one NVIDIA H200 GPU with 139 GB of memory"
+          }
+        }
+      }
+    }
+
+A finished session directory serves as a baseline too: the same data is read from its records.
+
+A difference is a **regression** when its whole 95% bootstrap interval lies below ``-margin``,
+an **improvement** when it lies above ``+margin``; identical scores on both sides give an
+interval of zero width at zero, which is neither.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_weirdml import stats
+
+FORMAT = "pytest-weirdml-baseline"
+VERSION = 1
+OVERALL = "(overall)"
+# Below this a difference is rounding (means of equal scores over different run counts), not a change.
+_EPS = 1e-9
+
+
+class BaselineError(ValueError):
+    """A baseline that cannot be read, or two sessions that must not be compared."""
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What must be equal for two sessions' scores on a task to be compared."""
+
+    protocol: str
+    iterations: int
+    time_limit_s: float
+    data: str
+
+    def differences(self, other: Conditions) -> list[str]:
+        """``other`` (the baseline) against ``self`` (this session), one phrase per difference."""
+        found = []
+        for name, label in (
+            ("data", "data identity"),
+            ("protocol", "protocol"),
+            ("iterations", "submissions per run"),
+            ("time_limit_s", "time limit (s)"),
+        ):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if mine != theirs:
+                found.append(f"{label} {theirs} in the baseline, {mine} now")
+        return found
+
+
+@dataclass
+class Cell:
+    """One (model, task): its run scores and where they came from."""
+
+    scores: list[float]
+    conditions: Conditions
+    sandbox: str = ""
+    hardware: str = ""
+
+
+@dataclass
+class Baseline:
+    """Scores per model and task, with the conditions of each."""
+
+    cells: dict[str, dict[str, Cell]] = field(default_factory=dict)
+    created: str = ""
+    generator: str = ""
+    sessions: list[str] = field(default_factory=list)
+    source: str = ""
+
+    @classmethod
+    def from_runs(
+        cls, runs: Iterable[Mapping[str, Any]], *, created: str = "", generator: str = "", source: str = ""
+    ) -> Baseline:
+        """From scored run summaries (the ``runs`` of ``summary.json``), in the order given."""
+        baseline = cls(created=created, generator=generator, source=source)
+        sessions: dict[str, None] = {}
+        for run in runs:
+            conditions = Conditions(
+                protocol=str(run["protocol"]),
+                iterations=int(run["iterations_planned"]),
+                time_limit_s=float(run["time_limit_s"]),
+                data=str(run["data"]),
+            )
+            tasks = baseline.cells.setdefault(run["model"], {})
+            cell = tasks.get(run["task"])
+            if cell is None:
+                cell = tasks[run["task"]] = Cell([], conditions, run.get("sandbox", ""), run.get("hardware", ""))
+            elif cell.conditions != conditions:
+                where = f"{run['model']} on {run['task']}"
+                raise BaselineError(
+                    f"{source or 'the runs'}: {where} mixes runs made under different conditions "
+                    f"({'; '.join(conditions.differences(cell.conditions))})"
+                )
+            cell.scores.append(float(run["score"]))
+            if run.get("session"):
+                sessions[run["session"]] = None
+        baseline.sessions = list(sessions)
+        return baseline
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "created": self.created,
+            "generator": self.generator,
+            "sessions": self.sessions,
+            "models": {
+                model: {
+                    task: {
+                        "scores": cell.scores,
+                        "conditions": asdict(cell.conditions),
+                        "sandbox": cell.sandbox,
+                        "hardware": cell.hardware,
+                    }
+                    for task, cell in sorted(tasks.items())
+                }
+                for model, tasks in sorted(self.cells.items())
+            },
+        }
+
+    def save(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def from_json(cls, raw: Any, source: str = "") -> Baseline:
+        where = source or "baseline"
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+            raise BaselineError(f'{where}: not a pytest-weirdml baseline file (no "format": "{FORMAT}")')
+        if raw.get("version") != VERSION:
+            raise BaselineError(
+                f"{where}: baseline format version {raw.get('version')!r}; this plugin reads version {VERSION}"
+            )
+        try:
+            cells = {
+                model: {
+                    task: Cell(
+                        scores=[float(s) for s in cell["scores"]],
+                        conditions=Conditions(**cell["conditions"]),
+                        sandbox=cell.get("sandbox", ""),
+                        hardware=cell.get("hardware", ""),
+                    )
+                    for task, cell in tasks.items()
+                }
+                for model, tasks in raw["models"].items()
+            }
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise BaselineError(f"{where}: malformed baseline file ({type(exc).__name__}: {exc})") from None
+        return cls(
+            cells=cells,
+            created=str(raw.get("created", "")),
+            generator=str(raw.get("generator", "")),
+            sessions=list(raw.get("sessions", [])),
+            source=source,
+        )
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the comparison: a (model, task), or a model's overall score (task ``OVERALL``)."""
+
+    model: str
+    task: str
+    before: stats.Estimate
+    after: stats.Estimate
+    delta: stats.Estimate
+    verdict: str  # "regression", "improvement" or "same"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "task": self.task,
+            "baseline": self.before.as_dict(),
+            "now": self.after.as_dict(),
+            "delta": self.delta.as_dict(),
+            "verdict": self.verdict,
+        }
+
+
+@dataclass
+class Comparison:
+    """Every compared row, what could not be compared, and what differs without blocking."""
+
+    rows: list[Row]
+    margin: float
+    only_in_baseline: list[str] = field(default_factory=list)
+    only_now: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    source: str = ""
+
+    @property
+    def regressions(self) -> list[Row]:
+        return [row for row in self.rows if row.verdict == "regression"]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "baseline": self.source,
+            "margin": self.margin,
+            "rows": [row.as_dict() for row in self.rows],
+            "regressions": [{"model": r.model, "task": r.task, "delta": r.delta.mean} for r in self.regressions],
+            "only_in_baseline": self.only_in_baseline,
+            "only_now": self.only_now,
+            "notes": self.notes,
+        }
+
+
+def verdict(delta: stats.Estimate, margin: float) -> str:
+    if delta.high < -margin - _EPS:
+        return "regression"
+    if delta.low > margin + _EPS:
+        return "improvement"
+    return "same"
+
+
+def compare(
+    baseline: Baseline,
+    now: Baseline,
+    *,
+    margin: float = 0.0,
+    resamples: int = 10_000,
+    seed: int = 0,
+    force: bool = False,
+) -> Comparison:
+    """Compare ``now`` with ``baseline`` for every (model, task) both hold.
+
+    Raises ``BaselineError`` naming each difference of conditions, unless ``force``, which turns
+    the differences into notes of the comparison.
+    """
+    rows: list[Row] = []
+    comparison = Comparison(rows=rows, margin=margin, source=baseline.source)
+    refused: list[str] = []
+    for model in sorted(set(baseline.cells) | set(now.cells)):
+        old, new = baseline.cells.get(model, {}), now.cells.get(model, {})
+        comparison.only_in_baseline += [f"{model} / {task}" for task in sorted(set(old) - set(new))]
+        comparison.only_now += [f"{model} / {task}" for task in sorted(set(new) - set(old))]
+        common = sorted(task for task in set(old) & set(new) if old[task].scores and new[task].scores)
+        for task in common:
+            differences = new[task].conditions.differences(old[task].conditions)
+            (comparison.notes if force else refused).extend(f"{model} / {task}: {d}" for d in differences)
+            for kind in ("sandbox", "hardware"):
+                was, is_ = getattr(old[task], kind), getattr(new[task], kind)
+                if was and is_ and was != is_:
+                    comparison.notes.append(f"{model} / {task}: {kind} {was!r} in the baseline, {is_!r} now")
+        if refused or not common:
+            continue
+        before = {task: old[task].scores for task in common}
+        after = {task: new[task].scores for task in common}
+        deltas, overall = stats.difference(before, after, resamples=resamples, seed=seed)
+        old_boot = stats.bootstrap(before, resamples=resamples, seed=seed)
+        new_boot = stats.bootstrap(after, resamples=resamples, seed=seed + 1)
+        old_tasks, new_tasks = old_boot.task_estimates(), new_boot.task_estimates()
+        for task in common:
+            rows.append(Row(model, task, old_tasks[task], new_tasks[task], deltas[task], verdict(deltas[task], margin)))
+        if len(common) > 1:
+            rows.append(Row(model, OVERALL, old_boot.overall(), new_boot.overall(), overall, verdict(overall, margin)))
+    if refused:
+        listed = "\n  ".join(refused)
+        raise BaselineError(
+            f"the baseline {baseline.source or ''} was made under other conditions, so its scores are not "
+            f"comparable:\n  {listed}\nRun under the baseline's conditions, save a new baseline "
+            "(--weirdml-save-baseline), or compare anyway with --weirdml-baseline-force."
+        )
+    return comparison
+
+
+def table(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    """The comparison as text cells: model, task, baseline, now, delta, verdict."""
+
+    def cell(est: stats.Estimate, signed: bool = False) -> str:
+        spec = "+.3f" if signed else ".3f"
+        return f"{format(est.mean, spec)} [{format(est.low, spec)}, {format(est.high, spec)}]"
+
+    header = ["model", "task", "baseline [95% CI]", "now [95% CI]", "delta [95% CI]", "verdict"]
+    rows = [
+        [
+            row.model,
+            row.task,
+            cell(row.before),
+            cell(row.after),
+            cell(row.delta, signed=True),
+            row.verdict.upper() if row.verdict == "regression" else row.verdict,
+        ]
+        for row in comparison.rows
+    ]
+    return header, rows
+
+
+def load(path: Path, read_session: Callable[[Path], Baseline] | None = None) -> Baseline:
+    """A baseline file, or a finished session directory (read by ``read_session``)."""
+    if path.is_dir():
+        if read_session is None:
+            raise BaselineError(f"{path}: a session directory needs its records to be read")
+        return read_session(path)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BaselineError(
+            f"{path}: no such baseline; pass a file written by --weirdml-save-baseline or a session "
+            "directory under reports/"
+        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BaselineError(f"{path}: not a readable baseline file ({exc})") from None
+    return Baseline.from_json(raw, source=str(path))
