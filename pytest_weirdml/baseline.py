@@ -35,12 +35,14 @@ interval of zero width at zero, which is neither.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_weirdml import stats
+from pytest_weirdml import __version__, stats
+from pytest_weirdml.records import RunRecord
+from pytest_weirdml.session import SessionDir
 
 FORMAT = "pytest-weirdml-baseline"
 VERSION = 1
@@ -296,34 +298,69 @@ def compare(
     return comparison
 
 
-def table(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
-    """The comparison as text cells: model, task, baseline, now, delta, verdict."""
+def table(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Comparison rows (``Comparison.as_dict()["rows"]``) as text: model, task, baseline, now,
+    delta, verdict, with ``REGRESSION`` in capitals."""
 
-    def cell(est: stats.Estimate, signed: bool = False) -> str:
+    def cell(est: Mapping[str, Any], signed: bool = False) -> str:
         spec = "+.3f" if signed else ".3f"
-        return f"{format(est.mean, spec)} [{format(est.low, spec)}, {format(est.high, spec)}]"
+        return f"{format(est['mean'], spec)} [{format(est['ci_low'], spec)}, {format(est['ci_high'], spec)}]"
 
     header = ["model", "task", "baseline [95% CI]", "now [95% CI]", "delta [95% CI]", "verdict"]
-    rows = [
+    cells = [
         [
-            row.model,
-            row.task,
-            cell(row.before),
-            cell(row.after),
-            cell(row.delta, signed=True),
-            row.verdict.upper() if row.verdict == "regression" else row.verdict,
+            row["model"],
+            row["task"],
+            cell(row["baseline"]),
+            cell(row["now"]),
+            cell(row["delta"], signed=True),
+            "REGRESSION" if row["verdict"] == "regression" else row["verdict"],
         ]
-        for row in comparison.rows
+        for row in rows
     ]
-    return header, rows
+    return header, cells
 
 
-def load(path: Path, read_session: Callable[[Path], Baseline] | None = None) -> Baseline:
-    """A baseline file, or a finished session directory (read by ``read_session``)."""
+def table_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """``table`` aligned for a terminal: the header line, then a line per row."""
+    header, cells = table(rows)
+    widths = [max(len(r[i]) for r in [header, *cells]) for i in range(len(header))]
+    return [
+        "  ".join(
+            c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in [header, *cells]
+    ]
+
+
+def from_session(runs: Sequence[RunRecord], *, source: str = "") -> Baseline:
+    """The scored (finished) runs of one or several sessions as a baseline."""
+    scored = [run for run in runs if run.scored]
+    return Baseline.from_runs(
+        [run.summary() for run in scored],
+        created=max((run.ended_at for run in scored), default=""),
+        generator=f"pytest-weirdml {__version__}",
+        source=source,
+    )
+
+
+def load(path: Path) -> Baseline:
+    """A baseline file written by ``--weirdml-save-baseline``, or a finished session directory."""
     if path.is_dir():
-        if read_session is None:
-            raise BaselineError(f"{path}: a session directory needs its records to be read")
-        return read_session(path)
+        session = SessionDir(path)
+        if not session.exists():
+            raise BaselineError(
+                f"{path}: a directory without {session.records_path.name}; pass a session directory under "
+                "reports/ or a file written by --weirdml-save-baseline"
+            )
+        try:
+            runs = session.runs()
+        except (OSError, ValueError) as exc:
+            raise BaselineError(f"{path}: its records cannot be read ({exc})") from None
+        baseline = from_session(runs, source=str(path))
+        if not baseline.cells:
+            raise BaselineError(f"{path}: no finished run to compare with")
+        return baseline
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

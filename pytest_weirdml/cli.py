@@ -65,9 +65,58 @@ def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
 
     sub.add_parser("tasks-path", help="print the directory of the bundled tasks (for pytest to run)")
 
+    compare = sub.add_parser(
+        "compare",
+        help="compare finished sessions with a baseline; exit 1 on a regression",
+        description="Compare a session (or several, merged) with a baseline, as --weirdml-baseline does at the "
+        "end of a session: exit 0 without regression, 1 with one, 2 when the comparison is refused or an input "
+        "cannot be read.",
+    )
+    compare.add_argument("baseline", type=Path, metavar="BASELINE", help="a baseline file or a session directory")
+    compare.add_argument("sessions", nargs="+", type=Path, metavar="SESSION_DIR", help="the sessions to judge")
+    compare.add_argument("--margin", type=float, default=0.0, help="regression margin (default: 0.0)")
+    compare.add_argument("--force", action="store_true", help="compare despite other conditions (listed)")
+    compare.add_argument("--bootstrap", type=int, default=10_000, metavar="N", help="resamples (default: 10000)")
+
     args = parser.parse_args(argv)
-    handlers = {"report": _report, "image": _image, "models": _models, "tasks-path": _tasks_path}
+    handlers = {
+        "report": _report,
+        "image": _image,
+        "models": _models,
+        "tasks-path": _tasks_path,
+        "compare": _compare,
+    }
     return handlers[args.command](args, parser)
+
+
+def _compare(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from pytest_weirdml.baseline import BaselineError, compare, from_session, load, table_lines
+    from pytest_weirdml.session import read_runs
+
+    if not 0.0 <= args.margin < 1.0:
+        parser.error(f"--margin must be in [0, 1), got {args.margin}")
+    try:
+        baseline = load(args.baseline)
+        now = from_session(read_runs(args.sessions), source=", ".join(map(str, args.sessions)))
+        comparison = compare(baseline, now, margin=args.margin, resamples=args.bootstrap, force=args.force)
+    except (BaselineError, OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for line in table_lines(comparison.as_dict()["rows"]):
+        print(line)
+    for label, items in (
+        ("only in the baseline", comparison.only_in_baseline),
+        ("not in the baseline", comparison.only_now),
+    ):
+        if items:
+            print(f"{label} (not compared): {', '.join(items)}")
+    for note in comparison.notes:
+        print(f"note: {note}")
+    if comparison.regressions:
+        print(f"{len(comparison.regressions)} regression(s) against {args.baseline}")
+        return 1
+    print(f"no regression against {args.baseline}")
+    return 0
 
 
 def _report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

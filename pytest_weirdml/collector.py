@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_weirdml import terminal
+from pytest_weirdml import gate, terminal
+from pytest_weirdml.baseline import Baseline
 from pytest_weirdml.config import Settings
 from pytest_weirdml.progress import Progress
 from pytest_weirdml.report.build import build_reports
@@ -27,8 +28,11 @@ if TYPE_CHECKING:
 class ResultsCollector:
     """Registered only where reports arrive: the single process, or the xdist controller."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, baseline: Baseline | None = None) -> None:
         self.settings = settings
+        self.gate = gate.gate_of(settings, baseline)
+        self.verdicts = gate.Verdicts()
+        self.comparison: dict[str, Any] | None = None
         self.progress: Progress | None = None
         self._tail: RecordsTail | None = None
         self.summary: dict[str, Any] | None = None
@@ -51,6 +55,7 @@ class ResultsCollector:
     # waits for them to finish, so it never lands in the middle of their output.
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
+        self.verdicts.see(report)
         with self._quiet():
             return (yield)
 
@@ -69,20 +74,27 @@ class ResultsCollector:
             return self.progress.lock
         return contextlib.nullcontext()
 
-    def pytest_sessionfinish(self) -> None:
+    # Before junitxml writes its file: the gate's verdicts become properties of the items.
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Write the files here, not in the terminal summary, so ``-p no:terminal`` still gets them."""
         if self._tail is not None:
             self._tail.stop()
             self._tail = None
         directory = SessionDir(self.settings.session_dir)
         if not directory.exists():
-            return  # no task item ran
+            # No task item ran: perhaps the baseline refused every one of them.
+            if self.gate is not None:
+                self.comparison = {"baseline": self.gate.baseline.source, "margin": self.gate.margin}
+                self.verdicts.finish(session, self.comparison)
+            return
         try:
             built = build_reports(
                 [directory.path],
                 directory.path,
                 resamples=self.settings.bootstrap,
                 leaderboard=self.settings.leaderboard,
+                gate=self.gate,
             )
         except (OSError, ValueError) as exc:
             # The records stay as they are; `weirdml report` can rebuild once the cause is fixed.
@@ -90,6 +102,12 @@ class ResultsCollector:
             return
         self.summary = built.summary
         self.files = {"records": str(directory.records_path), **{kind: str(path) for kind, path in built.paths.items()}}
+        if self.gate is not None:
+            self.comparison = built.summary["comparison"]
+            self.verdicts.finish(session, self.comparison)
+        saved = gate.save(self.settings, list(built.runs))
+        if saved is not None:
+            self.files["baseline"] = saved
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.summary is not None:
@@ -97,3 +115,5 @@ class ResultsCollector:
         elif self.failure:
             terminalreporter.write_sep("=", "weirdml summary")
             terminalreporter.write_line(self.failure, red=True)
+        if self.comparison is not None:
+            terminal.write_comparison(terminalreporter, self.comparison, list(self.verdicts.refused))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import secrets
@@ -74,6 +75,18 @@ def draw_data_seed(choice: int | str | None) -> int | None:
     if choice == RANDOM_SEED:
         return secrets.randbelow(2**31)
     return choice if isinstance(choice, int) else None
+
+
+def _margin(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(
+            f"--weirdml-regression-margin must be an accuracy difference in [0, 1), got {text!r}"
+        )
+    return value
 
 
 def _fraction(text: str) -> float:
@@ -229,6 +242,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "task's seed, or ini weirdml_data_seed).",
     )
     group.addoption(
+        "--weirdml-baseline",
+        dest="weirdml_baseline",
+        default=None,
+        metavar="PATH",
+        help="compare this session with a baseline (a file written by --weirdml-save-baseline, or a finished "
+        "session directory under reports/) and exit 1 when a model's score on a task, or overall, dropped: when "
+        "the 95%% bootstrap interval of the difference lies below -margin (default: no comparison).",
+    )
+    group.addoption(
+        "--weirdml-save-baseline",
+        dest="weirdml_save_baseline",
+        default=None,
+        metavar="PATH",
+        help="write this session's scores and conditions to PATH as a baseline file, after comparing with "
+        "--weirdml-baseline when both are given (a rolling baseline) (default: none).",
+    )
+    group.addoption(
+        "--weirdml-regression-margin",
+        dest="weirdml_regression_margin",
+        type=_margin,
+        default=None,
+        metavar="ACC",
+        help="a drop counts as a regression only when its whole interval lies below -ACC (default: 0.0, or "
+        "ini weirdml_regression_margin).",
+    )
+    group.addoption(
+        "--weirdml-baseline-force",
+        dest="weirdml_baseline_force",
+        action="store_true",
+        default=False,
+        help="compare with the baseline even where it was made under other conditions (data, protocol, "
+        "submissions, time limit); the differences are listed with the comparison (default: refuse).",
+    )
+    group.addoption(
         "--weirdml-bootstrap",
         dest="weirdml_bootstrap",
         type=_positive_int("--weirdml-bootstrap"),
@@ -273,6 +320,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("weirdml_reports", "default for --weirdml-reports (relative to the rootdir)", default="")
     parser.addini("weirdml_data_cache", "default for --weirdml-data-cache", default="")
     parser.addini("weirdml_data_seed", "default for --weirdml-data-seed (N or random)", default="")
+    parser.addini("weirdml_regression_margin", "default for --weirdml-regression-margin", default="0.0")
 
 
 @dataclass(frozen=True)
@@ -299,6 +347,10 @@ class Settings:
     protocol: str = PUBLISHED
     # None: every task's own seed. A session run with ``random`` holds the seed that was drawn.
     data_seed: int | None = None
+    baseline: Path | None = None
+    save_baseline: Path | None = None
+    regression_margin: float = 0.0
+    baseline_force: bool = False
 
     @property
     def session_dir(self) -> Path:
@@ -409,7 +461,25 @@ def settings_from(
         gpus=opt.weirdml_gpus if opt.weirdml_gpus is not None else leases.detect(),
         protocol=protocol,
         data_seed=data_seed if data_seed is not None else draw_data_seed(_seed_choice(config)),
+        baseline=_user_path(config, opt.weirdml_baseline),
+        save_baseline=_user_path(config, opt.weirdml_save_baseline),
+        regression_margin=_regression_margin(config),
+        baseline_force=opt.weirdml_baseline_force,
     )
+
+
+def _user_path(config: pytest.Config, text: str | None) -> Path | None:
+    """A path given on the command line, relative to where pytest was started."""
+    return (config.invocation_params.dir / Path(text).expanduser()).resolve() if text else None
+
+
+def _regression_margin(config: pytest.Config) -> float:
+    if config.option.weirdml_regression_margin is not None:
+        return float(config.option.weirdml_regression_margin)
+    try:
+        return _margin(config.getini("weirdml_regression_margin"))
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"ini weirdml_regression_margin: {exc}") from None
 
 
 def _seed_choice(config: pytest.Config) -> int | str | None:

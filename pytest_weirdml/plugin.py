@@ -15,6 +15,7 @@ from pytest_weirdml import fixtures, hookspecs, terminal
 from pytest_weirdml.collector import ResultsCollector
 from pytest_weirdml.errors import SandboxError
 from pytest_weirdml.fixtures import SETTINGS_KEY, cases
+from pytest_weirdml.gate import BaselineCheck, load_baseline
 from pytest_weirdml.items import MARKER, collect_task
 from pytest_weirdml.tasks import TASK_FILE
 
@@ -50,8 +51,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}: an item collected from a WeirdML task directory")
     config.pluginmanager.register(fixtures, "weirdml-fixtures")
     config.pluginmanager.register(BrokenTasks(), "weirdml-broken-tasks")
+    baseline = load_baseline(settings)
+    if baseline is not None:
+        config.pluginmanager.register(BaselineCheck(settings, baseline), "weirdml-baseline-check")
     if workerinput is None:
-        config.pluginmanager.register(ResultsCollector(settings), "weirdml-results")
+        config.pluginmanager.register(ResultsCollector(settings, baseline), "weirdml-results")
         for note in settings.model_notes:
             config.issue_config_time_warning(ModelDeprecatedWarning(note), stacklevel=2)
         if config.option.weirdml_build_image:

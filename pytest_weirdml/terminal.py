@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_weirdml import __version__
+from pytest_weirdml.baseline import table_lines
 from pytest_weirdml.config import Settings
 from pytest_weirdml.models import OFFLINE
 from pytest_weirdml.sandbox import leases
@@ -153,3 +154,32 @@ def write_summary(tr: pytest.TerminalReporter, summary: dict[str, Any], files: M
     if verbosity >= 0:
         for kind, path in files.items():
             tr.write_line(f"{kind}: {path}")
+
+
+def write_comparison(tr: pytest.TerminalReporter, comparison: Mapping[str, Any], refused_items: list[str]) -> None:
+    """The regression gate: one row per compared (model, task) and model overall, then what could
+    not be compared and why."""
+    margin = comparison.get("margin", 0.0)
+    tr.write_sep("=", f"weirdml comparison with {comparison.get('baseline') or 'the baseline'} (margin {margin:g})")
+    if comparison.get("refused"):
+        tr.write_line(str(comparison["refused"]), red=True)
+    rows = comparison.get("rows", [])
+    if rows:
+        header, *lines = table_lines(rows)
+        tr.write_line(header, bold=True)
+        for line in lines:
+            tr.write_line(line, red=line.endswith("REGRESSION"), green=line.endswith("improvement"))
+    for item in refused_items:
+        tr.write_line(f"not run, the baseline was made under other conditions: {item}", red=True)
+    if comparison.get("only_in_baseline"):
+        tr.write_line(f"only in the baseline (not compared): {', '.join(comparison['only_in_baseline'])}")
+    if comparison.get("only_now"):
+        tr.write_line(f"not in the baseline (not compared): {', '.join(comparison['only_now'])}")
+    for note in comparison.get("notes", []):
+        tr.write_line(f"note: {note}", yellow=True)
+    regressions = comparison.get("regressions", [])
+    if regressions:
+        listed = ", ".join(f"{r['model']} / {r['task']} ({r['delta']:+.3f})" for r in regressions)
+        tr.write_line(f"{len(regressions)} regression(s) against the baseline: {listed}", red=True, bold=True)
+    elif rows and not comparison.get("refused") and not refused_items:
+        tr.write_line("no regression against the baseline", green=True)

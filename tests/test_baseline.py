@@ -39,7 +39,7 @@ def test_a_zero_width_drop_below_the_margin_is_a_regression() -> None:
     assert (row.delta.mean, row.delta.low, row.delta.high) == pytest.approx((-0.8, -0.8, -0.8))
     assert row.verdict == "regression"
     assert comparison.regressions == [row]
-    header, cells = table(comparison)
+    header, cells = table(comparison.as_dict()["rows"])
     assert header[-1] == "verdict" and cells[0][-1] == "REGRESSION"
     assert cells[0][4] == "-0.800 [-0.800, -0.800]"
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_weirdml.baseline import Baseline, BaselineError, compare, from_session
 from pytest_weirdml.records import RunRecord
 from pytest_weirdml.report import export, figures
 from pytest_weirdml.report.html import REPORT_FILE, render_html
@@ -29,6 +30,7 @@ class Reports:
 
     summary: dict[str, Any]
     paths: dict[str, Path]
+    runs: Sequence[RunRecord] = ()
 
 
 def build_reports(
@@ -38,6 +40,7 @@ def build_reports(
     resamples: int = 10_000,
     seed: int = 0,
     leaderboard: Path | None = None,
+    gate: Gate | None = None,
 ) -> Reports:
     """Read the sessions' records and write every file into ``out_dir``.
 
@@ -47,7 +50,32 @@ def build_reports(
     runs = read_runs(session_dirs)
     if not runs:
         raise ValueError(f"no runs recorded in {', '.join(map(str, session_dirs))}")
-    return write_reports(runs, out_dir, resamples=resamples, seed=seed, leaderboard=leaderboard)
+    return write_reports(runs, out_dir, resamples=resamples, seed=seed, leaderboard=leaderboard, gate=gate)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A comparison with a baseline to put in the summary (``summary["comparison"]``)."""
+
+    baseline: Baseline
+    margin: float = 0.0
+    force: bool = False
+
+
+def compared(gate: Gate, runs: Sequence[RunRecord], resamples: int, seed: int) -> dict[str, Any]:
+    """The comparison of these runs with the gate's baseline, or why it was refused."""
+    try:
+        comparison = compare(
+            gate.baseline,
+            from_session(runs),
+            margin=gate.margin,
+            resamples=resamples,
+            seed=seed,
+            force=gate.force,
+        )
+    except BaselineError as exc:
+        return {"baseline": gate.baseline.source, "margin": gate.margin, "refused": str(exc)}
+    return comparison.as_dict()
 
 
 def write_reports(
@@ -57,8 +85,11 @@ def write_reports(
     resamples: int = 10_000,
     seed: int = 0,
     leaderboard: Path | None = None,
+    gate: Gate | None = None,
 ) -> Reports:
     summary = summarize(runs, resamples=resamples, seed=seed)
+    if gate is not None:
+        summary["comparison"] = compared(gate, runs, resamples, seed)
     published, published_note = _published(summary, leaderboard)
     paths = {"summary": write_summary(summary, out_dir), **export.write_results(summary, out_dir)}
     if not summary["models"]:
@@ -74,7 +105,7 @@ def write_reports(
     for run in runs:
         write_transcript(out_dir, run, by_session=by_session)
     paths["transcripts"] = out_dir / TRANSCRIPTS_DIR
-    return Reports(summary, paths)
+    return Reports(summary, paths, runs)
 
 
 def _published(summary: dict[str, Any], leaderboard: Path | None) -> tuple[list[PublishedRow], str | None]:
