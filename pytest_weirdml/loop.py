@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from pytest_weirdml.extract import HEAD_CHARS, TAIL_CHARS, extract_code, truncate_output
 from pytest_weirdml.models import Message, Model, Request
 from pytest_weirdml.records import IterationRecord, RunRecord
-from pytest_weirdml.sandbox import PREDICTIONS_CAP_BYTES, Environment, ExecResult, Limits, Sandbox
+from pytest_weirdml.redact import redact, redact_optional, redact_values
+from pytest_weirdml.sandbox import Environment, ExecResult, Limits, Sandbox, size_text
 from pytest_weirdml.tasks import PREDICTIONS_FILE, Score, TaskData, TaskSpec, score_predictions
 
 SYSTEM_PROMPT = """\
@@ -62,6 +63,11 @@ def system_prompt(task: TaskSpec, env: Environment, iterations: int, time_limit_
     )
 
 
+def script_output(result: ExecResult) -> str:
+    """The script's output with the harness's notes after it (what was cut, what was killed)."""
+    return "\n".join([result.output, *result.notes])
+
+
 def feedback_message(iteration: int, iterations: int, result: ExecResult | None, score: Score, best: float) -> str:
     """What the model reads after a submission: the verdict, the output, what is left."""
     left = iterations - iteration
@@ -72,7 +78,7 @@ def feedback_message(iteration: int, iterations: int, result: ExecResult | None,
     if result is not None:
         status = "timed out" if result.timed_out else f"exit code {result.exit_code}"
         lines.append(f"The script ran for {result.duration_s:.1f} s ({status}). Its terminal output:")
-        lines.append(f"```text\n{truncate_output(result.output)}\n```")
+        lines.append(f"```text\n{truncate_output(script_output(result))}\n```")
     lines.append(f"Best test accuracy so far: {best:.4f}.")
     if left:
         lines.append(
@@ -82,12 +88,23 @@ def feedback_message(iteration: int, iterations: int, result: ExecResult | None,
     return "\n\n".join(lines)
 
 
-def judge(result: ExecResult, answers_score: Callable[[bytes | None], Score]) -> Score:
-    """The protocol's scoring: a timeout or a crash scores 0 whatever it wrote."""
+def judge(result: ExecResult, answers_score: Callable[[bytes | None], Score], limits: Limits) -> Score:
+    """The protocol's scoring: a timeout or a crash scores 0 whatever it wrote; so does a
+    predictions file the harness refused to read (a symlink, a FIFO, over the cap)."""
     if result.timed_out:
         return Score(0.0, f"timed out: the script was killed after {result.duration_s:.0f} s")
     if result.exit_code != 0:
+        if result.out_of_memory:
+            return Score(0.0, f"killed: out of memory (limit {size_text(limits.memory_bytes)})")
+        if result.results_full:
+            return Score(
+                0.0,
+                f"results/ is full: a script may write at most {size_text(limits.results_bytes)} there "
+                f"(the script ended with exit code {result.exit_code})",
+            )
         return Score(0.0, f"the script crashed (exit code {result.exit_code})")
+    if result.predictions_problem:
+        return Score(0.0, result.predictions_problem)
     return answers_score(result.predictions)
 
 
@@ -149,30 +166,31 @@ def run_task(
             score = Score(0.0, "no code block in the response (put the script between ``` fences)")
         else:
             result = sandbox.run(code, data.public_dir, limits, gpu=settings.gpu)
-            score = judge(result, lambda content: score_predictions(content, answers, cap=PREDICTIONS_CAP_BYTES))
+            score = judge(result, lambda content: score_predictions(content, answers, cap=limits.results_bytes), limits)
         best = max(best, score.accuracy)
+        # Every text below goes to the records, the reports, the terminal or the next prompt.
         item = IterationRecord(
             task=task.name,
             model=model.name,
             run=run,
             iteration=iteration,
-            prompt=messages[-1].content,
-            response=response.text,
-            code=code,
-            output="\n".join([result.output, *result.notes]) if result else "",
+            prompt=redact(messages[-1].content),
+            response=redact(response.text),
+            code=redact_optional(code),
+            output=redact(script_output(result)) if result else "",
             output_bytes=result.output_bytes if result else 0,
             exit_code=result.exit_code if result else None,
             timed_out=result.timed_out if result else False,
             duration_s=result.duration_s if result else 0.0,
             score=score.accuracy,
-            zero_reason=score.zero_reason,
+            zero_reason=redact_optional(score.zero_reason),
             input_tokens=response.input_tokens,
             output_tokens=response.output_tokens,
             reasoning_tokens=response.reasoning_tokens,
             cached_tokens=response.cached_tokens,
             cost_usd=response.cost_usd,
             model_latency_s=response.latency_s,
-            retries=[dict(retry) for retry in response.retries],
+            retries=[redact_values(dict(retry)) for retry in response.retries],
             started_at=started_at,
             wall_s=time.monotonic() - clock,
             sandbox=sandbox.name,
@@ -181,7 +199,7 @@ def run_task(
         record.iterations.append(item)
         on_iteration(item)
         messages.append(Message("assistant", response.text))
-        messages.append(Message("user", feedback_message(iteration, iterations, result, score, best)))
+        messages.append(Message("user", redact(feedback_message(iteration, iterations, result, score, best))))
     return record
 
 

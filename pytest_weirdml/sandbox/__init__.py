@@ -9,12 +9,16 @@ live one module each in this package and share one contract test suite.
 from __future__ import annotations
 
 import abc
+import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 OUTPUT_CAP_BYTES = 1 << 20
-PREDICTIONS_CAP_BYTES = 64 << 20
+# Far above any honest predictions file (a million labels take a few MiB), far below a disk.
+RESULTS_CAP_BYTES = 64 << 20
 # What the system prompt announces; each name is looked up in the sandbox's own interpreter.
+# Read only through the accessors below.
 REQUIREMENTS_FILE = Path(__file__).resolve().parents[2] / "sandbox_image" / "requirements.txt"
 
 
@@ -26,6 +30,8 @@ class Limits:
     output_bytes: int = OUTPUT_CAP_BYTES
     # The private /tmp; it is memory too (tmpfs), so it also counts against ``memory_bytes``.
     tmp_bytes: int = 1 << 30
+    # Everything a script can write to the host: its results/ directory.
+    results_bytes: int = RESULTS_CAP_BYTES
     # The cores the script may use (its process's CPU affinity); empty for every core.
     cpus: tuple[int, ...] = ()
 
@@ -41,6 +47,13 @@ class ExecResult:
     output_bytes: int
     predictions: bytes | None
     notes: tuple[str, ...] = ()
+    # Why ``results/test_preds.txt`` was not read (a symlink, a FIFO, too large...), in the
+    # words the model reads; None when it was read or simply not written.
+    predictions_problem: str | None = None
+    # The kernel killed a process of the script for going over the memory limit.
+    out_of_memory: bool = False
+    # results/ reached its size cap (writes failed, or the run was stopped for it).
+    results_full: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,25 +86,49 @@ class Sandbox(abc.ABC):
         """Release what the backend holds."""
 
 
-def requirement_names(path: Path = REQUIREMENTS_FILE) -> list[str]:
-    """Package names from the sandbox requirements list (one pin per line, # comments)."""
-    names = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+def requirements_text() -> str:
+    """The sandbox's pinned requirements list, as the image and the local environment install it."""
+    return REQUIREMENTS_FILE.read_text(encoding="utf-8")
+
+
+def requirements_hash() -> str:
+    """A digest of the requirements list: what keys the environments built from it."""
+    return hashlib.sha256(requirements_text().encode()).hexdigest()
+
+
+def requirement_pins() -> dict[str, str | None]:
+    """Package name -> its pinned version (``None`` for a name without ``==``), in list order."""
+    pins: dict[str, str | None] = {}
+    for line in requirements_text().splitlines():
         line = line.split("#", 1)[0].strip()
-        if line:
-            for sep in ("==", ">=", "<=", "~=", "<", ">", "["):
-                line = line.split(sep, 1)[0]
-            names.append(line.strip())
-    return names
+        if not line:
+            continue
+        name, version = line, None
+        if "==" in line:
+            name, version = (part.strip() for part in line.split("==", 1))
+        for sep in (">=", "<=", "~=", "<", ">", "[", ";"):
+            name = name.split(sep, 1)[0]
+        pins[name.strip()] = version
+    return pins
 
 
-def read_predictions(path: Path) -> bytes | None:
-    """The predictions file a script left, read up to one byte past the cap (so scoring sees it is over)."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(PREDICTIONS_CAP_BYTES + 1)
-    except OSError:
-        return None
+def requirement_names() -> list[str]:
+    """Package names from the sandbox requirements list (one pin per line, # comments)."""
+    return list(requirement_pins())
+
+
+def cache_home() -> Path:
+    """The plugin's cache directory: ``$XDG_CACHE_HOME/pytest-weirdml`` (``~/.cache/...``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-weirdml"
+
+
+def size_text(n: int) -> str:
+    """``8589934592`` -> ``8 GiB``; what reasons and notes say of a limit."""
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            value = n / (1 << shift)
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{n} bytes"
 
 
 def thread_env(cpus: tuple[int, ...]) -> dict[str, str]:
