@@ -44,30 +44,36 @@ def _base_interpreter() -> str:
     return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
 
 
-def env_key() -> str:
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def env_key(requirements: str | None = None) -> str:
     digest = hashlib.sha256()
-    for part in (requirements_hash(), _base_interpreter(), sys.version):
+    wanted = requirements_hash() if requirements is None else _digest(requirements)
+    for part in (wanted, _base_interpreter(), sys.version):
         digest.update(part.encode() + b"\0")
     return digest.hexdigest()[:16]
 
 
-def env_dir(root: Path | None = None) -> Path:
-    return (root or cache_home() / "sandbox-env") / env_key()
+def env_dir(root: Path | None = None, requirements: str | None = None) -> Path:
+    return (root or cache_home() / "sandbox-env") / env_key(requirements)
 
 
 def interpreter(env: Path) -> Path:
     return env / "bin" / "python"
 
 
-def problem(env: Path) -> str | None:
+def problem(env: Path, requirements: str | None = None) -> str | None:
     """Why ``env`` cannot be used as it is (missing, half-built, stale), or None when it is ready."""
+    wanted = requirements_hash() if requirements is None else _digest(requirements)
     try:
         marker = json.loads((env / MARKER).read_text())
     except FileNotFoundError:
         return f"the local sandbox's environment {env} is not built"
     except (OSError, ValueError):
         return f"the local sandbox's environment {env} is damaged (unreadable {MARKER})"
-    if marker.get("key") != env.name or marker.get("requirements_sha256") != requirements_hash():
+    if marker.get("key") != env.name or marker.get("requirements_sha256") != wanted:
         return f"the local sandbox's environment {env} is stale (built from another requirements list)"
     python = interpreter(env)
     if not os.path.exists(os.path.realpath(python)):
@@ -80,32 +86,47 @@ def _say(line: str) -> None:
     sys.stderr.flush()
 
 
-def ensure(root: Path | None = None, *, force: bool = False, progress: Callable[[str], None] = _say) -> Path:
+def ensure(
+    root: Path | None = None,
+    *,
+    force: bool = False,
+    requirements: str | None = None,
+    progress: Callable[[str], None] = _say,
+) -> Path:
     """The environment's interpreter, building the environment first when it is not ready.
 
-    Raises ``SandboxError`` naming the build command when it cannot be built.
+    ``requirements`` replaces the sandbox's list (tests build small environments). Raises
+    ``SandboxError`` naming the build command when it cannot be built.
     """
-    env = env_dir(root)
-    if not force and problem(env) is None:
+    env = env_dir(root, requirements)
+    if not force and problem(env, requirements) is None:
         return interpreter(env)
     env.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(env) + ".lock"):
-        why = problem(env)
+        why = problem(env, requirements)
         if force or why is not None:
             progress(
                 f"{why or 'rebuilding ' + str(env)}; building it now (once, a few minutes; "
                 f"`{BUILD_COMMAND}` does the same)"
             )
-            _build(env)
+            _build(env, requirements_text() if requirements is None else requirements)
             progress(f"the local sandbox's environment is ready: {interpreter(env)}")
     return interpreter(env)
 
 
-def _build(env: Path) -> None:
+def _build(env: Path, requirements: str) -> None:
     shutil.rmtree(env, ignore_errors=True)
     # No pip, no setuptools of its own: a script sees the announced packages and their dependencies.
     venv.EnvBuilder(with_pip=False, symlinks=True, clear=True).create(env)
-    (env / REQUIREMENTS_COPY).write_text(requirements_text(), encoding="utf-8")
+    (env / REQUIREMENTS_COPY).write_text(requirements, encoding="utf-8")
+    if any(line.split("#", 1)[0].strip() for line in requirements.splitlines()):
+        _pip_install(env)
+    marker = {"key": env.name, "requirements_sha256": _digest(requirements), "base": _base_interpreter()}
+    # Written last: an environment without it is half-built and is built again.
+    (env / MARKER).write_text(json.dumps(marker), encoding="utf-8")
+
+
+def _pip_install(env: Path) -> None:
     # The session's pip installs into it (pip's configuration applies: local wheels, an index).
     cmd = [
         sys.executable, "-m", "pip", "--python", str(interpreter(env)), "install",
@@ -120,9 +141,6 @@ def _build(env: Path) -> None:
             f"{(proc.stderr or proc.stdout).strip()[-1500:]}\nRetry with `{BUILD_COMMAND}` once pip can "
             "reach its package index, or pass --weirdml-python=PATH (an interpreter with the packages)"
         )
-    marker = {"key": env.name, "requirements_sha256": requirements_hash(), "base": _base_interpreter()}
-    # Written last: an environment without it is half-built and is built again.
-    (env / MARKER).write_text(json.dumps(marker), encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
