@@ -52,6 +52,14 @@ def test_without_a_model_items_skip_naming_the_option(
         ("--weirdml-model=replay:/no/such/file.json", "*replay file not found: /no/such/file.json*"),
         ("--weirdml-fail-under=1.5", "*--weirdml-fail-under must be an accuracy in [[]0, 1]*"),
         ("--weirdml-memory=lots", "*--weirdml-memory must be a size such as 8G*"),
+        ("--weirdml-memory=0", "*--weirdml-memory must be between 64 MiB and 64 TiB, got '0'*"),
+        ("--weirdml-time-limit=nan", "*--weirdml-time-limit must be seconds between 1 and 86400, got 'nan'*"),
+        ("--weirdml-time-limit=inf", "*--weirdml-time-limit must be seconds between 1 and 86400, got 'inf'*"),
+        ("--weirdml-time-limit=1e999", "*--weirdml-time-limit must be seconds between 1 and 86400*"),
+        ("--weirdml-time-limit=0", "*--weirdml-time-limit must be seconds between 1 and 86400, got '0'*"),
+        ("--weirdml-time-limit=abc", "*--weirdml-time-limit must be seconds, got 'abc'*"),
+        ("--weirdml-results-cap=lots", "*--weirdml-results-cap must be a size such as 8G*"),
+        ("--weirdml-results-cap=64T", "*--weirdml-results-cap must be between 64 KiB and 16 GiB*"),
     ],
 )
 def test_bad_options_are_usage_errors_naming_the_flag(
