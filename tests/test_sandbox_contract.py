@@ -753,7 +753,8 @@ def test_docker_leftovers_of_a_crashed_session_are_removed(docker_box: DockerSan
     )["Id"]
     api.start(container)
     fresh = DockerSandbox(client=docker_box.client)
-    assert container[:12] in fresh.leftovers_removed
+    # Any sandbox starting on this daemon meanwhile (another xdist worker's) may have removed it first.
+    assert container[:12] in fresh.leftovers_removed or not api.containers(all=True, filters={"id": container})
     assert api.containers(all=True, filters={"id": container}) == []
     # A live session's containers are left alone.
     assert docker_box.containers() == []
