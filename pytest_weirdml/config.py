@@ -16,7 +16,7 @@ import pytest
 from pytest_weirdml import models
 from pytest_weirdml.models import Catalog
 from pytest_weirdml.protocol import PROTOCOLS, PUBLISHED
-from pytest_weirdml.sandbox import leases
+from pytest_weirdml.sandbox import RESULTS_CAP_BYTES, leases, size_text
 from pytest_weirdml.sandbox.choose import sandbox_names
 from pytest_weirdml.session import RECORDS_FILE
 
@@ -34,13 +34,19 @@ def _positive_int(flag: str, *, allow_zero: bool = False):  # type: ignore[no-un
     return parse
 
 
+MAX_TIME_LIMIT_S = 24 * 3600.0
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"--weirdml-time-limit must be seconds, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"--weirdml-time-limit must be > 0, got {value:g}")
+    # nan and inf parse as floats, and neither is a limit: nan never fires, inf overflows timers.
+    if not 1.0 <= value <= MAX_TIME_LIMIT_S:
+        raise argparse.ArgumentTypeError(
+            f"--weirdml-time-limit must be seconds between 1 and {MAX_TIME_LIMIT_S:.0f}, got {text!r}"
+        )
     return value
 
 
@@ -102,13 +108,31 @@ def _fraction(text: str) -> float:
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
 
-def parse_size(text: str) -> int:
-    """``8G``, ``512M``, ``1024`` (bytes) -> bytes."""
+def _bytes(text: str) -> int | None:
+    """``8G``, ``512M``, ``1024`` (bytes) -> bytes; None when it is not a size."""
     match = _SIZE.match(text)
     if not match:
-        raise argparse.ArgumentTypeError(f"--weirdml-memory must be a size such as 8G or 512M, got {text!r}")
+        return None
     number, unit = match.groups()
     return int(float(number) * 1024 ** " kmgt".index(unit.lower() or " "))
+
+
+def _size(flag: str, low: int, high: int):  # type: ignore[no-untyped-def]
+    def parse(text: str) -> int:
+        value = _bytes(text)
+        if value is None:
+            raise argparse.ArgumentTypeError(f"{flag} must be a size such as 8G or 512M, got {text!r}")
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"{flag} must be between {size_text(low)} and {size_text(high)}, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
+# A Python that imports numpy needs about this much; beyond the top, nothing is a limit.
+parse_size = _size("--weirdml-memory", 64 << 20, 64 << 40)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -188,8 +212,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="weirdml_python",
         default=None,
         metavar="PATH",
-        help="interpreter that runs scripts in the local sandbox; it must have the sandbox's pinned "
-        "packages, which `weirdml image requirements` lists (default: the one running pytest).",
+        help="interpreter that runs scripts in the local sandbox instead of the sandbox's own environment; "
+        "it must have the packages of `weirdml image requirements`, and scripts can import whatever else "
+        "it has (default: the environment of `python -m pytest_weirdml.sandbox.venv build`, built on first use).",
     )
     group.addoption(
         "--weirdml-memory",
@@ -197,7 +222,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=parse_size,
         default=None,
         metavar="SIZE",
-        help="memory cap per script, e.g. 8G (default: 8G).",
+        help="memory cap per script, e.g. 8G, between 64M and 64T (default: 8G).",
+    )
+    group.addoption(
+        "--weirdml-results-cap",
+        dest="weirdml_results_cap",
+        type=_size("--weirdml-results-cap", 64 << 10, 16 << 30),
+        default=None,
+        metavar="SIZE",
+        help="most a script may write to results/, the one host directory it can write; a write past it "
+        "fails (default: 64M).",
     )
     group.addoption(
         "--weirdml-fail-under",
@@ -351,6 +385,7 @@ class Settings:
     save_baseline: Path | None = None
     regression_margin: float = 0.0
     baseline_force: bool = False
+    results_bytes: int = RESULTS_CAP_BYTES
 
     @property
     def session_dir(self) -> Path:
@@ -449,6 +484,7 @@ def settings_from(
         sandbox=sandbox,
         python=opt.weirdml_python,
         memory_bytes=opt.weirdml_memory or (8 << 30),
+        results_bytes=opt.weirdml_results_cap or RESULTS_CAP_BYTES,
         fail_under=opt.weirdml_fail_under,
         reports_dir=reports.resolve(),
         data_cache=cache.resolve(),

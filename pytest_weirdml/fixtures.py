@@ -8,6 +8,7 @@ in your own client; replacing ``weirdml_sandbox`` your own sandbox.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ from pytest_weirdml.items import task_of
 from pytest_weirdml.loop import LoopSettings, run_task
 from pytest_weirdml.records import IterationRecord, RunRecord
 from pytest_weirdml.report.transcript import write_transcript
+from pytest_weirdml.redact import redact
 from pytest_weirdml.sandbox import Limits, Sandbox, leases
 from pytest_weirdml.sandbox.choose import open_sandbox
 from pytest_weirdml.session import SessionDir
@@ -73,11 +75,14 @@ def weirdml_model(weirdml_case: Case, weirdml_settings: Settings) -> Iterator[mo
 
 
 @pytest.fixture(scope="session")
-def weirdml_sandbox(weirdml_settings: Settings) -> Iterator[Sandbox]:
+def weirdml_sandbox(pytestconfig: pytest.Config, weirdml_settings: Settings) -> Iterator[Sandbox]:
+    capman = pytestconfig.pluginmanager.get_plugin("capturemanager")
     try:
-        sandbox = open_sandbox(weirdml_settings.sandbox, python=weirdml_settings.python)
+        # Opening may build the local sandbox's environment once; its progress lines must show.
+        with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
+            sandbox = open_sandbox(weirdml_settings.sandbox, python=weirdml_settings.python)
     except SandboxError as exc:
-        pytest.fail(f"SandboxError: {exc}", pytrace=False)
+        pytest.fail(f"SandboxError: {redact(str(exc))}", pytrace=False)
     yield sandbox
     sandbox.close()
 
@@ -128,7 +133,9 @@ def weirdml_run(
     settings = LoopSettings(
         iterations=weirdml_settings.iterations,
         time_limit_s=weirdml_settings.time_limit_s,
-        limits=Limits(memory_bytes=weirdml_settings.memory_bytes, cpus=cpus),
+        limits=Limits(
+            memory_bytes=weirdml_settings.memory_bytes, results_bytes=weirdml_settings.results_bytes, cpus=cpus
+        ),
         gpu=gpu,
         device=leases.describe(gpu) if gpu is not None else leases.describe_cpus(cpus),
         session=weirdml_settings.session,
@@ -150,7 +157,8 @@ def weirdml_run(
             ),
         )
     except HarnessError as exc:
-        pytest.fail(f"{type(exc).__name__}: {exc} (not the model's fault; the run is not scored)", pytrace=False)
+        message = redact(f"{type(exc).__name__}: {exc}")
+        pytest.fail(f"{message} (not the model's fault; the run is not scored)", pytrace=False)
     run.session = weirdml_settings.session
     weirdml_store.end_run(run.task, run.model, run.run, session=run.session)
     transcript = write_transcript(weirdml_store.path, run)

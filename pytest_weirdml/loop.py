@@ -18,7 +18,8 @@ from pytest_weirdml.extract import extract_code
 from pytest_weirdml.models import Message, Model, Request
 from pytest_weirdml.protocol import PUBLISHED
 from pytest_weirdml.records import IterationRecord, RunRecord
-from pytest_weirdml.sandbox import PREDICTIONS_CAP_BYTES, Environment, ExecResult, Limits, Sandbox
+from pytest_weirdml.redact import redact, redact_optional
+from pytest_weirdml.sandbox import Environment, ExecResult, Limits, Sandbox, size_text
 from pytest_weirdml.tasks import Score, TaskData, TaskSpec, score_predictions
 
 
@@ -35,6 +36,11 @@ def system_prompt(
     )
 
 
+def script_output(result: ExecResult) -> str:
+    """The script's output with the harness's notes after it (what was cut, what was killed)."""
+    return "\n".join([result.output, *result.notes])
+
+
 def outcome(iteration: int, result: ExecResult | None, score: Score) -> protocol_mod.Outcome:
     if result is None:
         return protocol_mod.Outcome(iteration, score.accuracy, score.zero_reason, None)
@@ -42,18 +48,29 @@ def outcome(iteration: int, result: ExecResult | None, score: Score) -> protocol
         iteration,
         score.accuracy,
         score.zero_reason,
-        "\n".join([result.output, *result.notes]),
+        script_output(result),
         duration_s=result.duration_s,
         exit_note="timed out" if result.timed_out else f"exit code {result.exit_code}",
     )
 
 
-def judge(result: ExecResult, answers_score: Callable[[bytes | None], Score]) -> Score:
-    """The protocol's scoring: a timeout or a crash scores 0 whatever it wrote."""
+def judge(result: ExecResult, answers_score: Callable[[bytes | None], Score], limits: Limits) -> Score:
+    """The protocol's scoring: a timeout or a crash scores 0 whatever it wrote; so does a
+    predictions file the harness refused to read (a symlink, a FIFO, over the cap)."""
     if result.timed_out:
         return Score(0.0, f"timed out: the script was killed after {result.duration_s:.0f} s")
     if result.exit_code != 0:
+        if result.out_of_memory:
+            return Score(0.0, f"killed: out of memory (limit {size_text(limits.memory_bytes)})")
+        if result.results_full:
+            return Score(
+                0.0,
+                f"results/ is full: a script may write at most {size_text(limits.results_bytes)} there "
+                f"(the script ended with exit code {result.exit_code})",
+            )
         return Score(0.0, f"the script crashed (exit code {result.exit_code})")
+    if result.predictions_problem:
+        return Score(0.0, result.predictions_problem)
     return answers_score(result.predictions)
 
 
@@ -103,9 +120,8 @@ def run_task(
         best = max(best, done.score)
         messages.append(Message("assistant", done.response))
         said = outcome(done.iteration, _as_result(done), _as_score(done))
-        messages.append(
-            Message("user", protocol_mod.feedback(settings.protocol, said, iterations=iterations, best=best))
-        )
+        feedback = protocol_mod.feedback(settings.protocol, said, iterations=iterations, best=best)
+        messages.append(Message("user", redact(feedback)))
     for iteration in range(len(record.iterations) + 1, iterations + 1):
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
         clock = time.monotonic()
@@ -116,24 +132,25 @@ def run_task(
             score = Score(0.0, "no code block in the response (put the script between ``` fences)")
         else:
             result = sandbox.run(code, data.public_dir, limits, gpu=settings.gpu)
-            score = judge(result, lambda content: score_predictions(content, answers, cap=PREDICTIONS_CAP_BYTES))
+            score = judge(result, lambda content: score_predictions(content, answers, cap=limits.results_bytes), limits)
         best = max(best, score.accuracy)
+        # Every text below goes to the records, the reports, the terminal or the next prompt.
         item = IterationRecord(
             task=task.name,
             model=model.name,
             run=run,
             iteration=iteration,
-            prompt=messages[-1].content,
-            response=response.text,
-            code=code,
-            output="\n".join([result.output, *result.notes]) if result else "",
+            prompt=redact(messages[-1].content),
+            response=redact(response.text),
+            code=redact_optional(code),
+            output=redact(script_output(result)) if result else "",
             output_bytes=result.output_bytes if result else 0,
             exit_code=result.exit_code if result else None,
             timed_out=result.timed_out if result else False,
             duration_s=result.duration_s if result else 0.0,
             score=score.accuracy,
-            zero_reason=score.zero_reason,
-            usage=response.usage,
+            zero_reason=redact_optional(score.zero_reason),
+            usage=response.usage.redacted(),
             started_at=started_at,
             wall_s=time.monotonic() - clock,
             sandbox=sandbox.name,
@@ -145,15 +162,14 @@ def run_task(
             time_limit_s=time_limit,
             hardware=env.device,
             # The exact system prompt, once per run: what the model was told of hardware and packages.
-            system_prompt=system if iteration == 1 else None,
+            system_prompt=redact(system) if iteration == 1 else None,
         )
         record.iterations.append(item)
         on_iteration(item)
         messages.append(Message("assistant", response.text))
         said = outcome(iteration, result, score)
-        messages.append(
-            Message("user", protocol_mod.feedback(settings.protocol, said, iterations=iterations, best=best))
-        )
+        feedback = protocol_mod.feedback(settings.protocol, said, iterations=iterations, best=best)
+        messages.append(Message("user", redact(feedback)))
     return record
 
 

@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pytest_weirdml.redact import redact_values
+
 SCHEMA_VERSION = 2
 ITERATION = "iteration"
 RUN_END = "run_end"
@@ -42,6 +44,10 @@ class Usage:
     cost_usd: float | None = None
     latency_s: float = 0.0
     retries: tuple[dict[str, Any], ...] = ()
+
+    def redacted(self) -> Usage:
+        """A copy whose retry messages (a provider's error text) hold no secret."""
+        return dataclasses.replace(self, retries=tuple(redact_values(dict(r)) for r in self.retries))
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Usage:

@@ -13,6 +13,7 @@ import hashlib
 import importlib.util
 import io
 import json
+import math
 import os
 import shutil
 import sys
@@ -150,8 +151,8 @@ def load_task(directory: Path) -> TaskSpec:
         raise _fail(toml_path, f"metric '{metric}' is not supported; use 'accuracy'")
     time_limit = float(_typed(toml_path, raw, "time_limit_s", (int, float), DEFAULT_TIME_LIMIT_S))
     iterations = _typed(toml_path, raw, "iterations", int, DEFAULT_ITERATIONS)
-    if time_limit <= 0 or iterations < 1:
-        raise _fail(toml_path, "'time_limit_s' must be > 0 and 'iterations' >= 1")
+    if not math.isfinite(time_limit) or time_limit <= 0 or iterations < 1:
+        raise _fail(toml_path, "'time_limit_s' must be a finite number > 0 and 'iterations' >= 1")
     data = _typed(toml_path, raw, "data", dict, {})
     if set(data) - {"builder", "params"}:
         raise _fail(toml_path, f"unknown keys in [data]: {sorted(set(data) - {'builder', 'params'})}")
@@ -300,8 +301,9 @@ def score_predictions(content: bytes | None, answers: np.ndarray, *, cap: int | 
         return Score(0.0, f"no predictions: {PREDICTIONS_FILE} is empty")
     try:
         preds = np.loadtxt(io.BytesIO(content), dtype=np.float64, ndmin=1)
-    except (ValueError, OSError) as exc:
-        return Score(0.0, f"malformed predictions in {PREDICTIONS_FILE}: {str(exc)[:200]}")
+    except (ValueError, OSError):
+        # numpy's message quotes the file; the model reads our own, with a short, clean excerpt.
+        return Score(0.0, f"malformed predictions in {PREDICTIONS_FILE}: {_first_problem(content)}")
     # Scores are computed on flattened arrays, so any layout with the right count is accepted.
     if preds.size != answers.size:
         return Score(0.0, f"wrong shape: predictions {preds.shape}, expected {answers.shape}")
@@ -310,3 +312,31 @@ def score_predictions(content: bytes | None, answers: np.ndarray, *, cap: int | 
         return Score(0.0, f"malformed predictions in {PREDICTIONS_FILE}: values must be integers")
     accuracy = float(np.mean(flat.astype(np.int64) == answers.reshape(-1)))
     return Score(accuracy, None)
+
+
+EXCERPT_CHARS = 12
+
+
+def excerpt(raw: bytes) -> str:
+    """A short, printable rendering of bytes a script wrote (for a reason the model reads)."""
+    text = raw[: EXCERPT_CHARS * 4].decode("utf-8", errors="replace")
+    clean = "".join(c if c.isprintable() and c.isascii() else "?" for c in text)
+    return repr(clean[:EXCERPT_CHARS] + ("..." if len(clean) > EXCERPT_CHARS else ""))
+
+
+def _first_problem(content: bytes) -> str:
+    """Where a predictions file stops being a table of numbers (the line, a short excerpt)."""
+    width = None
+    for number, line in enumerate(content.splitlines(), start=1):
+        values = line.split(b"#", 1)[0].split()
+        if not values:
+            continue
+        for value in values:
+            try:
+                float(value)
+            except ValueError:
+                return f"line {number} holds {excerpt(value)}, not a number"
+        if width is not None and len(values) != width:
+            return f"line {number} has {len(values)} values where the lines before it have {width}"
+        width = len(values)
+    return "it is not a table of numbers (one or more per line)"

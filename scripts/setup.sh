@@ -3,6 +3,8 @@
 #   - system packages: bubblewrap (the local sandbox), Fashion-MNIST and stockfish (task data),
 #     chromium (the HTML report's browser test), docker.io and debootstrap (the Docker sandbox);
 #   - the sandbox's pinned packages (pytest_weirdml/sandbox/recipe/requirements.txt) and the plugin with its extras;
+#   - the local sandbox's own Python environment: exactly those packages, in a virtual environment
+#     under ~/.cache/pytest-weirdml/sandbox-env (reused while the list is unchanged);
 #   - the Docker daemon and the sandbox image, built offline when no registry is reachable.
 # Set WEIRDML_SETUP_DOCKER=0 to skip the Docker part (the local sandbox needs none of it).
 set -euo pipefail
@@ -19,6 +21,7 @@ fi
 PYTHON="${PYTHON:-python3}"
 "$PYTHON" -m pip install -q -r pytest_weirdml/sandbox/recipe/requirements.txt
 "$PYTHON" -m pip install -q -e ".[dev,tasks,report,providers]"
+"$PYTHON" -m pytest_weirdml.sandbox.venv build
 
 if [ "${WEIRDML_SETUP_DOCKER:-1}" != "0" ] && [ -f sandbox_image/ci_setup.sh ]; then
     bash sandbox_image/ci_setup.sh

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,10 @@ from helpers import write_tiny_task
 # `requests` ("You can only merge into CookieJar"), so it is imported once, before any session.
 with contextlib.suppress(ImportError):
     import docker  # noqa: F401
+
+# pytester gives every in-test session a fresh HOME; the local sandbox's environment (built once,
+# about 1.3 GB) and the probe cache must stay the one under the real cache directory.
+os.environ.setdefault("XDG_CACHE_HOME", str(Path.home() / ".cache"))
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ reason, and the run goes on to the next iteration."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -81,6 +82,9 @@ def test_hostile_scripts_are_contained_and_scored_zero(
 
     assert flood["output_bytes"] == 10 * 1024 * 1024
     assert len(flood["output"]) < 1_100_000 and "bytes of output not kept" in flood["output"]
+    # The model reads, after the protocol's cut, that the capture itself was capped.
+    note = "harness: the script printed 10485760 bytes of output; the harness keeps at most 1 MiB"
+    assert note in key["prompt"]
     # The model is fed at most the protocol's head and tail.
     assert len(key["prompt"]) < 9_000 and "characters cut" in key["prompt"]
 
@@ -188,3 +192,117 @@ def test_resume_needs_a_session_directory(pytester: pytest.Pytester, tiny: Path)
     result = pytester.runpytest("--weirdml-resume=nowhere")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--weirdml-resume: */nowhere holds no records.jsonl*"])
+
+
+# What a script leaves in results/, end to end ---------------------------------------------------
+
+LEFTOVERS = [
+    ("import os\nos.symlink('/etc/passwd', 'results/test_preds.txt')", "results/test_preds.txt is a symlink"),
+    ("import os\nos.symlink({hidden!r}, 'results/test_preds.txt')", "results/test_preds.txt is a symlink"),
+    ("import os\nos.symlink('/proc/self/environ', 'results/test_preds.txt')", "results/test_preds.txt is a symlink"),
+    ("import os\nos.mkfifo('results/test_preds.txt')", "results/test_preds.txt is a FIFO (named pipe)"),
+    ("import os\nos.symlink('/dev/stdin', 'results/test_preds.txt')", "results/test_preds.txt is a symlink"),
+    (
+        "import os, shutil\ntry:\n    os.rename('results', 'moved')\nexcept OSError as exc:\n"
+        "    print('refused:', exc.strerror)\nos.symlink('/etc', 'results')",
+        "the script crashed (exit code 1)",
+    ),
+    ("import os\nos.mkdir('results/test_preds.txt')", "results/test_preds.txt is a directory"),
+    (
+        "for i in range(3):\n    open(f'results/big-{i}', 'wb').write(bytes(1 << 30))",
+        "results/ is full: a script may write at most 1 MiB there",
+    ),
+    ("blocks = []\nwhile True:\n    blocks.append(bytearray(32 << 20))", "killed: out of memory (limit 256 MiB)"),
+    (GOOD_SCRIPT, None),
+]
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_leftovers_in_results_are_refused_and_nothing_of_the_host_leaks(
+    pytester: pytest.Pytester, base_args: list[str], monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    if backend == "docker":
+        from pytest_weirdml.errors import SandboxError
+        from pytest_weirdml.sandbox.docker import DockerSandbox
+
+        try:
+            DockerSandbox().close()
+        except SandboxError as exc:
+            pytest.skip(f"docker sandbox unavailable: {exc}")
+    elif not bwrap_works()[0]:
+        pytest.skip(f"needs bubblewrap: {bwrap_works()[1]}")
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    from pytest_weirdml.tasks import build_data, load_task
+
+    task_dir = write_tiny_task(pytester.path, time_limit=3, iterations=len(LEFTOVERS))
+    hidden = build_data(load_task(task_dir), pytester.path / "cache").answers_path
+    scripts = [code.format(hidden=str(hidden)) if "{hidden" in code else code for code, _ in LEFTOVERS]
+    replay = write_replay(pytester.path / "leftovers.json", scripts)
+    result = pytester.runpytest_subprocess(
+        f"--weirdml-model=replay:{replay}",
+        "--weirdml-runs=1",
+        f"--weirdml-sandbox={backend}",
+        "--weirdml-results-cap=1M",
+        "--weirdml-memory=256M",
+        "-s",  # a link to /dev/stdin must not read the terminal
+        *base_args,
+    )
+    result.assert_outcomes(passed=1)
+    records = read_jsonl(session_dir(pytester) / "records.jsonl")
+    assert len(records) == len(LEFTOVERS)
+    for record, (_, reason) in zip(records, LEFTOVERS, strict=True):
+        if reason is None:
+            assert record["score"] == 1.0, record
+        else:
+            assert record["score"] == 0.0 and record["zero_reason"].startswith(reason), record
+        # A FIFO or a link to stdin never blocks the harness.
+        assert record["wall_s"] < 3 + 10, record
+    leaked = [SECRET, "root:x:0:0", "OPENAI_API_KEY"]
+    terminal = result.stdout.str() + result.stderr.str()
+    assert not [text for text in leaked if text in terminal]
+    for path in session_dir(pytester).rglob("*"):
+        if path.is_file():
+            content = path.read_text(errors="replace")
+            assert not [text for text in leaked if text in content], path
+
+
+def test_a_key_that_reaches_the_output_is_redacted_everywhere(tmp_path: Path) -> None:
+    """Defence in depth: the plain sandbox is not isolated, so a script can read the harness's own
+    environment; the key still never reaches a record, a transcript or the next prompt."""
+    task = write_tiny_task(tmp_path, iterations=2)
+    leak = "import os\nprint(open(f'/proc/{os.getppid()}/environ', 'rb').read().decode(errors='replace'))\n"
+    replay = tmp_path / "leak.json"
+    replay.write_text(json.dumps([f"```python\n{leak}```", f"```python\n{GOOD_SCRIPT}```"]))
+    # The key must be in the harness's environment from its start: /proc/PID/environ shows that.
+    driver = f"""
+import warnings
+from pathlib import Path
+from pytest_weirdml.loop import LoopSettings, run_task
+from pytest_weirdml.models.offline import ReplayModel
+from pytest_weirdml.records import RecordStore
+from pytest_weirdml.sandbox import Limits
+from pytest_weirdml.sandbox.local import LocalSandbox
+from pytest_weirdml.tasks import build_data, load_task
+
+spec = load_task(Path({str(task)!r}))
+data = build_data(spec, Path({str(tmp_path / "cache")!r}))
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    box = LocalSandbox(isolate=False)
+store = RecordStore(Path({str(tmp_path / "session")!r}))
+limits = Limits(time_s=20, memory_bytes=1 << 30)
+run = run_task(spec, data, ReplayModel({str(replay)!r}), box, run=0, settings=LoopSettings(limits=limits),
+               on_iteration=store.append)
+store.write_transcript(run)
+"""
+    env = {**os.environ, "OPENAI_API_KEY": SECRET, "PYTHONPATH": os.getcwd()}
+    proc = subprocess.run([sys.executable, "-c", driver], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert SECRET not in proc.stdout + proc.stderr
+    first, second = read_jsonl(tmp_path / "session" / "records.jsonl")
+    assert "OPENAI_API_KEY=[redacted]" in first["output"]  # the script did read it...
+    assert "OPENAI_API_KEY=[redacted]" in second["prompt"]  # ...and the model reads that, not the key
+    assert second["score"] == 1.0
+    for path in (tmp_path / "session").rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text(errors="replace"), path

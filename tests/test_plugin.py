@@ -63,6 +63,14 @@ def test_without_a_model_items_skip_naming_the_option(
         ("--weirdml-data-seed=often", "*--weirdml-data-seed must be a whole number or 'random', got 'often'*"),
         ("--weirdml-data-seed=-1", "*--weirdml-data-seed must be between 0 and 4294967295, got -1*"),
         ("--weirdml-protocol=secret", "*--weirdml-protocol: invalid choice: 'secret'*"),
+        ("--weirdml-memory=0", "*--weirdml-memory must be between 64 MiB and 64 TiB, got '0'*"),
+        ("--weirdml-time-limit=nan", "*--weirdml-time-limit must be seconds between 1 and 86400, got 'nan'*"),
+        ("--weirdml-time-limit=inf", "*--weirdml-time-limit must be seconds between 1 and 86400, got 'inf'*"),
+        ("--weirdml-time-limit=1e999", "*--weirdml-time-limit must be seconds between 1 and 86400*"),
+        ("--weirdml-time-limit=0", "*--weirdml-time-limit must be seconds between 1 and 86400, got '0'*"),
+        ("--weirdml-time-limit=abc", "*--weirdml-time-limit must be seconds, got 'abc'*"),
+        ("--weirdml-results-cap=lots", "*--weirdml-results-cap must be a size such as 8G*"),
+        ("--weirdml-results-cap=64T", "*--weirdml-results-cap must be between 64 KiB and 16 GiB*"),
     ],
 )
 def test_bad_options_are_usage_errors_naming_the_flag(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import socket
 import subprocess
@@ -20,17 +21,22 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pytest_weirdml.errors import SandboxError
-from pytest_weirdml.sandbox import ExecResult, Limits, Sandbox
+from pytest_weirdml.loop import judge
+from pytest_weirdml.sandbox import ExecResult, Limits, Sandbox, requirement_pins
 from pytest_weirdml.sandbox.docker import DockerSandbox
 from pytest_weirdml.sandbox.local import LocalSandbox, NotIsolatedWarning
+from pytest_weirdml.tasks import score_predictions
 
 # local-plain: the local backend's fallback where bubblewrap is missing (no isolation, but limits).
 BACKENDS = ["local", "local-plain", "docker"]
 SECRET_ANSWERS = f"hidden-answers-{uuid.uuid4().hex}"
-QUICK = Limits(time_s=5, memory_bytes=1 << 30, max_processes=64, output_bytes=64 << 10, tmp_bytes=32 << 20)
+QUICK = Limits(
+    time_s=5, memory_bytes=1 << 30, max_processes=64, output_bytes=64 << 10, tmp_bytes=32 << 20, results_bytes=4 << 20
+)
 
 
 # Fixtures ---------------------------------------------------------------------------------------
@@ -183,7 +189,10 @@ def test_flood_of_output_is_capped(sandbox: Sandbox, data_dir: Path) -> None:
     assert result.output_bytes >= 10 << 20
     assert len(result.output.encode()) < QUICK.output_bytes + 200
     assert result.output.startswith("HEAD-OF-OUTPUT") and result.output.rstrip().endswith("TAIL-OF-OUTPUT")
-    assert any("output was" in note for note in result.notes)
+    # The model reads that the capture itself was capped, and how much the script printed.
+    assert f"the script printed {result.output_bytes} bytes of output; the harness keeps at most 64 KiB" in "".join(
+        result.notes
+    )
     assert_usable(sandbox, data_dir)
 
 
@@ -441,6 +450,216 @@ def test_memory_is_bounded(sandbox: Sandbox, data_dir: Path) -> None:
     assert_usable(sandbox, data_dir)
 
 
+def test_out_of_memory_is_named_as_such(sandbox: Sandbox, data_dir: Path) -> None:
+    if isinstance(sandbox, LocalSandbox) and not sandbox.cgroups:
+        pytest.skip("without cgroups RLIMIT_AS makes the allocation fail instead (MemoryError in the output)")
+    code = """\
+    blocks = []
+    while True:
+        blocks.append(bytearray(32 << 20))
+    """
+    limits = dataclasses.replace(QUICK, time_s=20, memory_bytes=256 << 20)
+    result = run(sandbox, data_dir, code, limits)
+    assert result.out_of_memory and not result.timed_out, result
+    assert verdict(result, limits) == "killed: out of memory (limit 256 MiB)"
+    assert "harness: a process was killed: out of memory (limit 256 MiB)" in result.notes
+    assert_usable(sandbox, data_dir)
+
+
+# What a script leaves in results/ ---------------------------------------------------------------
+
+PLANTED_KEY = f"sk-planted-{uuid.uuid4().hex}"
+NOT_REGULAR = "results/test_preds.txt is {}, not a regular file; write the predictions into a regular file"
+
+
+def verdict(result: ExecResult, limits: Limits = QUICK) -> str | None:
+    """The zero reason the model reads for ``result`` (scored against three answers)."""
+    answers = np.array([2, 4, 6])
+    score = judge(result, lambda content: score_predictions(content, answers, cap=limits.results_bytes), limits)
+    return score.zero_reason
+
+
+LEFTOVERS = {
+    "link to a host file": ("import os\nos.symlink('/etc/passwd', 'results/test_preds.txt')", "a symlink"),
+    "link to the hidden answers": ("import os\nos.symlink({hidden!r}, 'results/test_preds.txt')", "a symlink"),
+    "link to the harness's environment": (
+        "import os\nos.symlink('/proc/self/environ', 'results/test_preds.txt')",
+        "a symlink",
+    ),
+    "link to stdin": ("import os\nos.symlink('/dev/stdin', 'results/test_preds.txt')", "a symlink"),
+    "FIFO": ("import os\nos.mkfifo('results/test_preds.txt')", "a FIFO (named pipe)"),
+    "directory": ("import os\nos.makedirs('results/test_preds.txt/x')", "a directory"),
+}
+
+
+@pytest.mark.parametrize("case", list(LEFTOVERS))
+def test_predictions_that_are_not_a_regular_file_are_never_read(
+    sandbox: Sandbox, task_dir: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED_KEY)
+    code, kind = LEFTOVERS[case]
+    start = time.monotonic()
+    result = run(sandbox, data_dir, code.format(hidden=str(task_dir / "hidden" / "answers.txt")))
+    # A FIFO would block a reader for ever; a link to stdin would read the terminal.
+    assert time.monotonic() - start < QUICK.time_s + 5
+    assert (result.exit_code, result.predictions) == (0, None), result
+    assert verdict(result) == NOT_REGULAR.format(kind)
+    text = repr(result)
+    assert PLANTED_KEY not in text and "root:x:0:0" not in text and SECRET_ANSWERS not in text
+    assert_usable(sandbox, data_dir)
+
+
+def test_results_replaced_by_a_link_is_never_followed(sandbox: Sandbox, data_dir: Path) -> None:
+    code = """\
+    import os
+    for attempt in (lambda: os.rename("results", "elsewhere"), lambda: os.rmdir("results")):
+        try:
+            attempt()
+        except OSError as exc:
+            print("refused:", exc.strerror)
+    try:
+        os.symlink("/etc", "results")
+        os.symlink("/etc/passwd", "/etc/test_preds.txt")
+    except OSError as exc:
+        print("no link:", exc.strerror)
+    """
+    result = run(sandbox, data_dir, code)
+    assert result.predictions is None, result
+    # Where results/ is a mount point (tmpfs, bind) it cannot be moved; else the reader refuses the link.
+    assert verdict(result) in (
+        "no predictions: results/test_preds.txt was not written",
+        "results/ is a symlink, not the directory the harness made; nothing in it was read",
+        "results/ was removed; write the predictions into the results/ the harness made",
+    ), result
+    assert "root:x:0:0" not in repr(result)
+    assert_usable(sandbox, data_dir)
+
+
+def test_writes_to_results_stop_at_the_cap(sandbox: Sandbox, data_dir: Path) -> None:
+    code = """\
+    written = 0
+    try:
+        for i in range(3):
+            with open(f"results/big-{i}.bin", "wb") as fh:
+                for _ in range(64):
+                    fh.write(b"\\0" * (1 << 20))
+                    fh.flush()
+                    written += 1 << 20
+    except OSError as exc:
+        print("stopped after", written >> 20, "MiB:", exc.strerror, flush=True)
+        raise
+    """
+    result = run(sandbox, data_dir, code)
+    assert result.results_full, result
+    stopped = int(result.output.split("stopped after")[1].split()[0])
+    assert stopped <= QUICK.results_bytes >> 20
+    assert "No space left on device" in result.output
+    assert verdict(result) == (
+        f"results/ is full: a script may write at most 4 MiB there (the script ended with exit code {result.exit_code})"
+    )
+    assert "harness: results/ is full: a script may write at most 4 MiB there" in result.notes
+    assert_usable(sandbox, data_dir)
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_without_a_tmpfs_the_cap_is_watched(backend: str, data_dir: Path) -> None:
+    """The fallback for a harness that may not mount: it measures results/ and stops the run."""
+    from pytest_weirdml.sandbox._workdir import CappedWritesWarning
+
+    with pytest.warns(CappedWritesWarning, match="cannot be a size-capped tmpfs"):
+        if backend == "local":
+            box: Sandbox = LocalSandbox(cap_with_tmpfs=False)
+        else:
+            try:
+                box = DockerSandbox(cap_with_tmpfs=False)
+            except SandboxError as exc:
+                pytest.skip(f"docker sandbox unavailable: {exc}")
+    code = """\
+    import time
+    for i in range(64):
+        with open(f"results/part-{i}.bin", "wb") as fh:
+            fh.write(b"\\0" * (1 << 20))
+        time.sleep(0.02)
+    print("WROTE 64 MiB")
+    """
+    try:
+        result = run(box, data_dir, code, dataclasses.replace(QUICK, time_s=20))
+        assert result.results_full and "WROTE" not in result.output, result
+        assert result.exit_code != 0 and not result.timed_out
+        assert "(the run was stopped for it)" in "".join(result.notes)
+        assert verdict(result).startswith("results/ is full: a script may write at most 4 MiB there")
+        assert_usable(box, data_dir)
+    finally:
+        box.close()
+
+
+# The packages on offer --------------------------------------------------------------------------
+
+IMPORTS = """\
+import importlib, importlib.metadata as md, json, sys
+for extra in {hidden!r}:
+    sys.path.append(extra)
+report = {{}}
+for name in ["chess", "pytest", "anthropic", "openai"]:
+    try:
+        importlib.import_module(name)
+        report[name] = "IMPORTED"
+    except ImportError:
+        report[name] = None
+for name, module in {announced!r}.items():
+    importlib.import_module(module)
+    report[name] = md.version(name)
+print("REPORT " + json.dumps(report))
+"""
+ANNOUNCED = {"numpy": "numpy", "scipy": "scipy", "pandas": "pandas", "scikit-learn": "sklearn",
+             "torch": "torch", "pillow": "PIL"}  # fmt: skip
+
+
+def _host_site_packages() -> list[str]:
+    """Where the session's own interpreter keeps what it has beyond the announced set."""
+    import site
+
+    return [*site.getsitepackages(), "/usr/lib/python3/dist-packages"]
+
+
+def test_only_the_announced_packages_import(sandbox: Sandbox, data_dir: Path) -> None:
+    # A script that adds the host's package directories to sys.path finds nothing more there
+    # (the plain fallback is not isolated: it is tested without that trick).
+    hidden = _host_site_packages() if sandbox.isolated else []
+    assert set(ANNOUNCED) == set(requirement_pins()), "the list changed: update ANNOUNCED"
+    code = IMPORTS.format(hidden=hidden, announced=ANNOUNCED)
+    result = run(sandbox, data_dir, code, dataclasses.replace(QUICK, time_s=120, memory_bytes=4 << 30))
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output.split("REPORT ", 1)[1])
+    assert {name: report[name] for name in ("chess", "pytest", "anthropic", "openai")} == dict.fromkeys(
+        ("chess", "pytest", "anthropic", "openai")
+    )
+    for name, pin in requirement_pins().items():
+        assert report[name].split("+")[0] == pin, (name, report[name])
+
+
+def test_the_system_prompt_lists_what_imports(sandbox: Sandbox) -> None:
+    env = sandbox.environment()
+    assert set(env.packages) == set(requirement_pins())
+    assert {name: version.split("+")[0] for name, version in env.packages.items()} == requirement_pins()
+
+
+def test_both_backends_announce_the_same_packages() -> None:
+    try:
+        docker = DockerSandbox()
+    except SandboxError as exc:
+        pytest.skip(f"docker sandbox unavailable: {exc}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        local = LocalSandbox()
+    try:
+        assert local.environment().packages == docker.environment().packages
+        # Both run a CPython 3.11 (the image's is Debian's, the local one the session's base).
+        assert local.environment().python.split(".")[:2] == docker.environment().python.split(".")[:2]
+    finally:
+        docker.close()
+
+
 # Docker only ------------------------------------------------------------------------------------
 
 
@@ -534,7 +753,8 @@ def test_docker_leftovers_of_a_crashed_session_are_removed(docker_box: DockerSan
     )["Id"]
     api.start(container)
     fresh = DockerSandbox(client=docker_box.client)
-    assert container[:12] in fresh.leftovers_removed
+    # Any sandbox starting on this daemon meanwhile (another xdist worker's) may have removed it first.
+    assert container[:12] in fresh.leftovers_removed or not api.containers(all=True, filters={"id": container})
     assert api.containers(all=True, filters={"id": container}) == []
     # A live session's containers are left alone.
     assert docker_box.containers() == []

@@ -144,3 +144,47 @@ def test_builder_that_writes_other_files_is_a_task_error(tmp_path: Path) -> None
     (task / "data.py").write_text((task / "data.py").read_text().replace('"test_x.npy"', '"test.npy"'))
     with pytest.raises(TaskError, match=r"wrote \['test.npy', 'train_x.npy', 'train_y.npy'\]"):
         build_data(load_task(task), tmp_path / "cache")
+
+
+def test_a_malformed_file_is_named_with_a_short_clean_excerpt() -> None:
+    answers = np.array([0, 1, 2])
+    reason = score_predictions(b"cat\ndog\n", answers).zero_reason
+    assert reason == "malformed predictions in results/test_preds.txt: line 1 holds 'cat', not a number"
+    reason = score_predictions(b"1\n2\n" + b"x" * 5000 + b"\x00\x1b[2J\n", answers).zero_reason
+    assert reason == "malformed predictions in results/test_preds.txt: line 3 holds 'xxxxxxxxxxxx...', not a number"
+    reason = score_predictions(b"\x1b]0;evil\x07\n", answers).zero_reason
+    assert reason is not None and "\x1b" not in reason and "\x07" not in reason
+    reason = score_predictions(b"1 2\n3\n", answers).zero_reason
+    assert reason == (
+        "malformed predictions in results/test_preds.txt: line 2 has 1 values where the lines before it have 2"
+    )
+
+
+@pytest.mark.parametrize("limit", ["inf", "nan", "-1", "0"])
+def test_a_task_time_limit_must_be_finite_and_positive(tmp_path: Path, limit: str) -> None:
+    task = write_tiny_task(tmp_path)
+    (task / "task.toml").write_text(
+        (task / "task.toml").read_text().replace("time_limit_s = 20", f"time_limit_s = {limit}")
+    )
+    with pytest.raises(TaskError, match="'time_limit_s' must be a finite number > 0"):
+        load_task(task)
+
+
+def test_every_known_secret_is_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_weirdml import redact
+
+    monkeypatch.setenv("SOME_SERVICE_TOKEN", "tok-0123456789")
+    monkeypatch.setenv("MY_API_KEY", "key-abcdefghij")
+    monkeypatch.setenv("DB_PASSWORD", "hunter2-but-longer")
+    monkeypatch.setenv("AWS_SECRET", "aws-secret-value")
+    monkeypatch.setenv("SHORT_KEY", "1234")  # too short to be told from ordinary text
+    monkeypatch.setenv("HOME_DIRECTORY", "/root/somewhere")  # not named like a secret
+    monkeypatch.setattr(redact, "_registered", set())
+    redact.register("registered-secret-value")
+    text = "tok-0123456789 key-abcdefghij hunter2-but-longer aws-secret-value registered-secret-value"
+    text += " 1234 /root/somewhere"
+    assert redact.redact(text) == "[redacted] [redacted] [redacted] [redacted] [redacted] 1234 /root/somewhere"
+    assert redact.redact_values({"error": "HTTP 401: key-abcdefghij", "attempt": 2}) == {
+        "error": "HTTP 401: [redacted]",
+        "attempt": 2,
+    }

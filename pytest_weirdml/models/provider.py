@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any, ClassVar
 
+from pytest_weirdml import redact
 from pytest_weirdml.errors import ModelError
 from pytest_weirdml.models.base import Message, Model, Request, Response, label
 from pytest_weirdml.models.catalog import ModelConfig
@@ -98,6 +99,8 @@ class ProviderModel(Model):
         self.max_iterations = config.iterations
         self._sleep = sleep
         self._secret = self._api_key()
+        # Whatever the variable's name, its value is redacted from every text the harness writes.
+        redact.register(self._secret)
         self._client = self._connect(self._secret)
 
     # What a provider module implements ---------------------------------------------------------
@@ -156,9 +159,7 @@ class ProviderModel(Model):
 
     def _redact(self, text: str) -> str:
         # Providers do not echo keys, but a proxy or an SDK message might; records must never hold one.
-        if self._secret and len(self._secret) >= 8:
-            text = text.replace(self._secret, "[redacted]")
-        return text
+        return redact.redact(text)
 
     def generate(self, request: Request) -> Response:
         import tenacity

@@ -14,6 +14,8 @@ exactly like a checkout.
 from __future__ import annotations
 
 import abc
+import hashlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -23,7 +25,8 @@ from pathlib import Path
 from pytest_weirdml.registry import Registry
 
 OUTPUT_CAP_BYTES = 1 << 20
-PREDICTIONS_CAP_BYTES = 64 << 20
+# Far above any honest predictions file (a million labels take a few MiB), far below a disk.
+RESULTS_CAP_BYTES = 64 << 20
 
 
 def recipe() -> Traversable:
@@ -44,6 +47,8 @@ class Limits:
     output_bytes: int = OUTPUT_CAP_BYTES
     # The private /tmp; it is memory too (tmpfs), so it also counts against ``memory_bytes``.
     tmp_bytes: int = 1 << 30
+    # Everything a script can write to the host: its results/ directory.
+    results_bytes: int = RESULTS_CAP_BYTES
     # The cores the script may use (its process's CPU affinity); empty for every core.
     cpus: tuple[int, ...] = ()
 
@@ -59,6 +64,13 @@ class ExecResult:
     output_bytes: int
     predictions: bytes | None
     notes: tuple[str, ...] = ()
+    # Why ``results/test_preds.txt`` was not read (a symlink, a FIFO, too large...), in the
+    # words the model reads; None when it was read or simply not written.
+    predictions_problem: str | None = None
+    # The kernel killed a process of the script for going over the memory limit.
+    out_of_memory: bool = False
+    # results/ reached its size cap (writes failed, or the run was stopped for it).
+    results_full: bool = False
 
 
 @dataclass(frozen=True)
@@ -101,25 +113,44 @@ def requirements_text() -> str:
     return recipe().joinpath("requirements.txt").read_text(encoding="utf-8")
 
 
-def requirement_names(text: str | None = None) -> list[str]:
-    """Package names from the sandbox requirements list (``requirements_text()`` by default)."""
-    names = []
+def requirements_hash() -> str:
+    """A digest of the requirements list: what keys the environments built from it."""
+    return hashlib.sha256(requirements_text().encode()).hexdigest()
+
+
+def requirement_pins(text: str | None = None) -> dict[str, str | None]:
+    """Package name -> its pinned version (``None`` for a name without ``==``), in list order."""
+    pins: dict[str, str | None] = {}
     for line in (requirements_text() if text is None else text).splitlines():
         line = line.split("#", 1)[0].strip()
-        if line:
-            for sep in ("==", ">=", "<=", "~=", "<", ">", "["):
-                line = line.split(sep, 1)[0]
-            names.append(line.strip())
-    return names
+        if not line:
+            continue
+        name, version = line, None
+        if "==" in line:
+            name, version = (part.strip() for part in line.split("==", 1))
+        for sep in (">=", "<=", "~=", "<", ">", "[", ";"):
+            name = name.split(sep, 1)[0]
+        pins[name.strip()] = version
+    return pins
 
 
-def read_predictions(path: Path) -> bytes | None:
-    """The predictions file a script left, read up to one byte past the cap (so scoring sees it is over)."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(PREDICTIONS_CAP_BYTES + 1)
-    except OSError:
-        return None
+def requirement_names(text: str | None = None) -> list[str]:
+    """Package names from the sandbox requirements list (``requirements_text()`` by default)."""
+    return list(requirement_pins(text))
+
+
+def cache_home() -> Path:
+    """The plugin's cache directory: ``$XDG_CACHE_HOME/pytest-weirdml`` (``~/.cache/...``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-weirdml"
+
+
+def size_text(n: int) -> str:
+    """``8589934592`` -> ``8 GiB``; what reasons and notes say of a limit."""
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            value = n / (1 << shift)
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{n} bytes"
 
 
 def thread_env(cpus: tuple[int, ...]) -> dict[str, str]:

@@ -6,6 +6,17 @@ import contextlib
 import os
 import threading
 
+from pytest_weirdml.sandbox import size_text
+
+
+def capture_note(total: int, cap: int) -> str:
+    """What the model reads when the harness kept only part of a script's output."""
+    return (
+        f"harness: the script printed {total} bytes of output; the harness keeps at most "
+        f"{size_text(cap)} of it (the first and the last {size_text(cap // 2)}) and dropped the "
+        f"{total - 2 * (cap // 2)} bytes in between"
+    )
+
 
 class CappedBuffer:
     """Keeps at most ``cap`` bytes of what it is fed: the first half and the last half."""
@@ -33,7 +44,7 @@ class CappedBuffer:
         kept = len(self._head) + len(tail)
         text = self._head.decode("utf-8", errors="replace")
         if self.total > kept:
-            text += f"\n[... {self.total - kept} bytes of output not kept ...]\n"
+            text += f"\n[... {self.total - kept} bytes of output not kept: the harness keeps {size_text(kept)} ...]\n"
         return text + tail.decode("utf-8", errors="replace")
 
 

@@ -2,8 +2,9 @@
 
 The container has no network, a read-only root with a small private ``/tmp``, no capabilities,
 no way to gain privileges, bounded memory and processes, and an unprivileged user. It sees the
-script, the public files (read-only) and ``results/`` (the one writable host directory); never
-the hidden answers, the host's environment or the Docker socket. The time limit is enforced
+script, the public files (read-only) and ``results/`` (the one writable host directory, a
+size-capped tmpfs where the harness may mount one; see ``_workdir``); never the hidden answers,
+the host's environment or the Docker socket. The time limit is enforced
 twice: ``timeout -s KILL`` is the container's first process, so when it fires everything in the
 container dies; and the harness kills the container if it outlives the limit by a grace period.
 
@@ -16,9 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
-import tempfile
 import threading
 import time
 import uuid
@@ -26,14 +25,19 @@ from pathlib import Path
 from typing import Any
 
 from pytest_weirdml.errors import SandboxError
-from pytest_weirdml.sandbox import BACKENDS, Environment, ExecResult, Limits, Sandbox, read_predictions, thread_env
-from pytest_weirdml.sandbox._output import CappedBuffer
-from pytest_weirdml.sandbox.image import image_present, image_tag, missing_image_message
+from pytest_weirdml.sandbox import BACKENDS, Environment, ExecResult, Limits, Sandbox, size_text, thread_env
+from pytest_weirdml.sandbox._output import CappedBuffer, capture_note
+from pytest_weirdml.sandbox._workdir import RunDir, tmpfs_usable, warn_if_uncapped
+from pytest_weirdml.sandbox._workdir import process_start as _process_start
+from pytest_weirdml.sandbox._workdir import remove_stale as remove_stale_run_dirs
+from pytest_weirdml.sandbox.image import BUILD_COMMAND, image_present, image_tag, missing_image_message
 
 SANDBOX_UID = 1000
 WORKDIR = "/sandbox"
 # The harness's own kill comes this long after the in-container one should have fired.
 KILL_GRACE_S = 3.0
+# How often the uncapped fallback measures results/ while a script runs.
+WATCH_INTERVAL_S = 0.2
 LABEL = "weirdml.sandbox"
 SESSION_LABEL = "weirdml.session"
 OWNER_LABEL = "weirdml.owner"
@@ -54,15 +58,6 @@ def connect(base_url: str | None = None, timeout: float = 60) -> Any:
             f"no Docker daemon at {where}; start dockerd or pass --weirdml-sandbox=local ({exc})"
         ) from exc
     return client
-
-
-def _process_start(pid: int) -> str | None:
-    """The start time of a live process (to tell it from a later one with the same pid)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
 
 
 def owner_id(pid: int | None = None) -> str:
@@ -101,6 +96,7 @@ class DockerSandbox(Sandbox):
         base_url: str | None = None,
         workroot: Path | None = None,
         client: Any = None,
+        cap_with_tmpfs: bool | None = None,
     ) -> None:
         self.client = client or connect(base_url)
         self.image = image or image_tag()
@@ -113,6 +109,9 @@ class DockerSandbox(Sandbox):
             self.leftovers_removed = remove_leftovers(self.client)
         except Exception as exc:
             raise SandboxError(f"the Docker daemon failed listing containers: {exc}") from exc
+        self.cap_with_tmpfs = tmpfs_usable()[0] if cap_with_tmpfs is None else cap_with_tmpfs
+        warn_if_uncapped(self.cap_with_tmpfs)
+        remove_stale_run_dirs(workroot)
         self._environment: Environment | None = None
 
     # The container ------------------------------------------------------------------------------
@@ -166,32 +165,29 @@ class DockerSandbox(Sandbox):
     # Running ------------------------------------------------------------------------------------
 
     def run(self, code: str, data_dir: Path, limits: Limits, gpu: str | None = None) -> ExecResult:
-        work = Path(tempfile.mkdtemp(prefix="weirdml-", dir=self.workroot))
-        try:
+        with RunDir(
+            self.workroot,
+            results_bytes=limits.results_bytes,
+            cap_with_tmpfs=self.cap_with_tmpfs,
+            results_owner=SANDBOX_UID,
+        ) as work:
             return self._run_in(work, code, Path(data_dir).resolve(), limits, gpu)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
 
-    def _run_in(self, work: Path, code: str, data_dir: Path, limits: Limits, gpu: str | None) -> ExecResult:
+    def _run_in(self, work: RunDir, code: str, data_dir: Path, limits: Limits, gpu: str | None) -> ExecResult:
         import docker.errors
         import requests.exceptions
 
-        work.chmod(0o755)
-        (work / "solution.py").write_text(code, encoding="utf-8")
-        (work / "solution.py").chmod(0o644)
+        work.path.chmod(0o755)
+        (work.path / "solution.py").write_text(code, encoding="utf-8")
+        (work.path / "solution.py").chmod(0o644)
         # The mount points exist up front: the work directory is mounted read-only.
-        (work / "data").mkdir()
-        results = work / "results"
-        results.mkdir()
-        if os.getuid() == 0:
-            os.chown(results, SANDBOX_UID, SANDBOX_UID)
-        else:
-            results.chmod(0o777)
+        (work.path / "data").mkdir()
         api = self.client.api
         # One pipe for both streams keeps their true order (the daemon reads two pipes separately);
         # exec leaves timeout(1) as the container's first process.
         command = ["sh", "-c", f"exec timeout -s KILL {limits.time_s:g} python3 -s solution.py 2>&1"]
         container: str | None = None
+        over_cap = out_of_memory = False
         try:
             try:
                 container = api.create_container(
@@ -202,7 +198,7 @@ class DockerSandbox(Sandbox):
                     environment=self._env(gpu, limits.cpus),
                     labels=self._labels(),
                     network_disabled=True,
-                    host_config=self._host_config(work, data_dir, limits, gpu),
+                    host_config=self._host_config(work.path, data_dir, limits, gpu),
                 )["Id"]
                 stream = api.attach_socket(container, params={"stdout": 1, "stderr": 1, "stream": 1})
                 output = _StreamReader(stream, limits.output_bytes)
@@ -211,13 +207,18 @@ class DockerSandbox(Sandbox):
             except docker.errors.ImageNotFound as exc:
                 raise SandboxError(missing_image_message(self.image)) from exc
             # The stream ends when the container's first process does, so it measures the run.
-            killed = not output.wait(limits.time_s + KILL_GRACE_S)
+            ended, over_cap = _wait(output, limits.time_s + KILL_GRACE_S, None if work.capped else work)
+            killed = not ended
             if killed:
                 with contextlib.suppress(docker.errors.APIError):
                     api.kill(container)
                 output.wait(10.0)
             state = api.wait(container, timeout=30)
             duration = time.monotonic() - start
+            status = state.get("StatusCode")
+            if status != 0 and not killed:
+                # Only a failed run can have been cut short by the kernel's OOM killer.
+                out_of_memory = bool(api.inspect_container(container)["State"].get("OOMKilled"))
         except BaseException as exc:
             if container is not None:
                 # The daemon may be gone; then the next session's start removes the container.
@@ -227,26 +228,34 @@ class DockerSandbox(Sandbox):
                 raise SandboxError(f"the Docker daemon failed during the run: {exc}") from exc
             raise
         self._remove(container)
-        status = state.get("StatusCode")
         if (state.get("Error") or {}).get("Message"):
             raise SandboxError(f"the container failed: {state['Error']['Message']}")
         # timeout(1) as the container's first process exits 124 or dies with SIGKILL (137).
-        timed_out = killed or (status in (124, 137) and duration >= limits.time_s)
+        timed_out = (killed and not over_cap) or (status in (124, 137) and duration >= limits.time_s)
+        results_full = over_cap or work.full()
         notes = []
         if timed_out:
-            notes.append(f"killed after the time limit of {limits.time_s:g} s")
+            notes.append(f"harness: killed after the time limit of {limits.time_s:g} s")
+        if out_of_memory:
+            notes.append(f"harness: a process was killed: out of memory (limit {size_text(limits.memory_bytes)})")
+        if results_full:
+            notes.append(work.full_note() + (" (the run was stopped for it)" if over_cap else ""))
         if output.total > limits.output_bytes:
-            notes.append(f"output was {output.total} bytes; kept the first and last {limits.output_bytes // 2}")
+            notes.append(capture_note(output.total, limits.output_bytes))
         if output.error:
             raise SandboxError(f"lost the container's output stream: {output.error}")
+        predictions, problem = work.read_predictions()
         return ExecResult(
             exit_code=None if timed_out else status,
             timed_out=timed_out,
             duration_s=duration,
             output=output.text(),
             output_bytes=output.total,
-            predictions=read_predictions(results / "test_preds.txt"),
+            predictions=predictions,
             notes=tuple(notes),
+            predictions_problem=problem,
+            out_of_memory=out_of_memory,
+            results_full=results_full,
         )
 
     def _remove(self, container: str) -> None:
@@ -267,9 +276,9 @@ class DockerSandbox(Sandbox):
 
     def environment(self) -> Environment:
         if self._environment is None:
-            from pytest_weirdml.sandbox.local import probe_environment
+            from pytest_weirdml.sandbox.probe import probe_environment
 
-            self._environment = probe_environment(self)
+            self._environment = probe_environment(self, fix=f"rebuild the image with `{BUILD_COMMAND} --force`")
         return self._environment
 
     def close(self) -> None:
@@ -278,6 +287,20 @@ class DockerSandbox(Sandbox):
                 self.client.api.remove_container(container, force=True)
         with contextlib.suppress(Exception):
             self.client.close()
+
+
+def _wait(output: _StreamReader, time_s: float, watch: RunDir | None) -> tuple[bool, bool]:
+    """Wait for the end of the run; (ended, stopped for filling results/). ``watch`` is the
+    uncapped fallback's results/ directory, measured every ``WATCH_INTERVAL_S``."""
+    if watch is None:
+        return output.wait(time_s), False
+    deadline = time.monotonic() + time_s
+    while time.monotonic() < deadline:
+        if output.wait(min(WATCH_INTERVAL_S, max(deadline - time.monotonic(), 0))):
+            return True, False
+        if watch.over_cap():
+            return False, True
+    return output.wait(0), False
 
 
 class _StreamReader(CappedBuffer):

@@ -1,9 +1,14 @@
 """The local sandbox: bubblewrap where it works, else a plain subprocess with limits.
 
-Under bubblewrap the script sees only the system's ``/usr``, the interpreter's prefixes, its own
-working directory (``data/`` bound read-only over it) and private ``/tmp``, ``/proc`` and
-``/dev``: no network, no host home, no cache holding the hidden answers, no host processes. The
-plain fallback is not isolated (it can read what the user can read) and says so once.
+Scripts run on the sandbox's own interpreter environment (``sandbox.venv``), which holds exactly
+the announced packages, unless ``--weirdml-python`` names another interpreter.
+
+Under bubblewrap the script sees only the system's ``/usr``, the interpreter's prefixes (every
+site-packages directory that is not on the interpreter's own path hidden under an empty tmpfs, so
+editing ``sys.path`` finds nothing more), its working directory read-only with ``data/`` bound
+read-only and ``results/`` writable, and private ``/tmp``, ``/proc`` and ``/dev``: no network,
+no host home, no cache holding the hidden answers, no host processes. The plain fallback is not
+isolated (it can read and write what the user can) and says so once.
 
 Either way each run gets its own cgroup where the host lets us make one: a hard cap on processes
 and memory, and at the end every process the script started dies, including those that left its
@@ -13,40 +18,33 @@ session. Without writable cgroups the limits fall back to rlimits, with a warnin
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import resource
 import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 from pytest_weirdml.errors import SandboxError
-from pytest_weirdml.sandbox import (
-    BACKENDS,
-    REQUIREMENTS_FILE,
-    Environment,
-    ExecResult,
-    Limits,
-    Sandbox,
-    read_predictions,
-    requirement_names,
-    thread_env,
-)
+from pytest_weirdml.sandbox import BACKENDS, REQUIREMENTS_FILE, Environment, ExecResult, Limits, Sandbox, size_text, thread_env
+from pytest_weirdml.sandbox import venv as sandbox_venv
 from pytest_weirdml.sandbox._cgroup import CgroupUnavailable, RunCgroup, cgroups_usable, remove_stale
-from pytest_weirdml.sandbox._output import CappedOutput
+from pytest_weirdml.sandbox._output import CappedOutput, capture_note
+from pytest_weirdml.sandbox._workdir import RunDir, tmpfs_usable, warn_if_uncapped
+from pytest_weirdml.sandbox._workdir import remove_stale as remove_stale_run_dirs
+from pytest_weirdml.sandbox.probe import MissingPackagesWarning, probe_environment
 
 SANDBOX_ROOT = "/sandbox"
 FILE_SIZE_LIMIT = 1 << 30
+# How often the uncapped fallback measures results/ while a script runs.
+WATCH_INTERVAL_S = 0.2
 
-
-class MissingPackagesWarning(UserWarning):
-    """The sandbox's interpreter lacks packages of the sandbox requirements list."""
+__all__ = ["LocalSandbox", "MissingPackagesWarning", "NotIsolatedWarning", "UnboundedWarning", "bwrap_works"]
 
 
 class NotIsolatedWarning(UserWarning):
@@ -76,8 +74,17 @@ def bwrap_works(bwrap: str | None = None) -> tuple[bool, str]:
 class LocalSandbox(Sandbox):
     name = "local"
 
-    def __init__(self, python: str | None = None, *, isolate: bool | None = None, workroot: Path | None = None):
-        self.python = python or sys.executable
+    def __init__(
+        self,
+        python: str | None = None,
+        *,
+        isolate: bool | None = None,
+        workroot: Path | None = None,
+        cap_with_tmpfs: bool | None = None,
+    ):
+        # None: the sandbox's own environment (built on first use), holding only announced packages.
+        self.dedicated = python is None
+        self.python = str(sandbox_venv.ensure()) if python is None else python
         self.workroot = workroot
         ok, why = bwrap_works()
         if isolate and not ok:
@@ -87,8 +94,8 @@ class LocalSandbox(Sandbox):
         if not self.isolated:
             warnings.warn(
                 f"the local sandbox is NOT isolated ({why or 'isolation turned off'}): scripts run as plain "
-                "subprocesses that can read your files and reach the network; use --weirdml-sandbox=docker "
-                "or install bubblewrap",
+                "subprocesses that can read and write your files, import what is installed beside their "
+                "interpreter and reach the network; use --weirdml-sandbox=docker or install bubblewrap",
                 NotIsolatedWarning,
                 stacklevel=2,
             )
@@ -104,19 +111,40 @@ class LocalSandbox(Sandbox):
                 UnboundedWarning,
                 stacklevel=2,
             )
-        self._binds = self._interpreter_paths() if self.isolated else []
+        self.cap_with_tmpfs = tmpfs_usable()[0] if cap_with_tmpfs is None else cap_with_tmpfs
+        warn_if_uncapped(self.cap_with_tmpfs)
+        remove_stale_run_dirs(workroot)
+        self._binds: list[str] = []
+        self._hidden: list[str] = []
+        if self.isolated:
+            self._binds, self._hidden = self._interpreter_paths()
         self._environment: Environment | None = None
 
-    def _interpreter_paths(self) -> list[str]:
-        """The directories the interpreter needs (venv and base installation), outside /usr."""
-        probe = "import json,os,sys;print(json.dumps([sys.prefix,sys.base_prefix,os.path.realpath(sys.executable)]))"
+    def _interpreter_paths(self) -> tuple[list[str], list[str]]:
+        """The directories the interpreter needs (venv and base installation) outside /usr, and
+        the package directories below them or in /usr that are not on its path (to hide)."""
+        probe = (
+            "import json,os,sys;"
+            "print(json.dumps([sys.prefix,sys.base_prefix,os.path.realpath(sys.executable),sys.path]))"
+        )
         try:
             out = subprocess.run([self.python, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
         except (OSError, subprocess.SubprocessError) as exc:
             raise SandboxError(f"the sandbox interpreter {self.python} does not run: {exc}") from exc
-        prefix, base, real = json.loads(out.stdout)
+        prefix, base, real, path = json.loads(out.stdout)
         paths = {os.path.realpath(prefix), os.path.realpath(base), os.path.dirname(os.path.dirname(real))}
-        return sorted(p for p in paths if not p.startswith("/usr/"))
+        binds = sorted(p for p in paths if not p.startswith("/usr/"))
+        on_path = {os.path.realpath(entry) for entry in path if entry}
+        candidates = {
+            os.path.realpath(found)
+            for root in [*binds, "/usr", "/usr/local"]
+            for pattern in ("lib/python3*/site-packages", "lib/python3*/dist-packages", "lib/python3/dist-packages")
+            for found in glob.glob(os.path.join(root, pattern))
+        }
+        hidden = sorted(
+            c for c in candidates if os.path.isdir(c) and not any(p == c or p.startswith(c + "/") for p in on_path)
+        )
+        return binds, hidden
 
     # The command and its surroundings -----------------------------------------------------------
 
@@ -135,7 +163,7 @@ class LocalSandbox(Sandbox):
             "CUDA_VISIBLE_DEVICES": gpu or "",
         }
 
-    def _bwrap_command(self, work: Path, data_dir: Path, limits: Limits, gpu: str | None) -> list[str]:
+    def _bwrap_command(self, work: RunDir, data_dir: Path, limits: Limits, gpu: str | None) -> list[str]:
         cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr"]
         for name in ("bin", "lib", "lib64", "sbin"):
             path = Path("/") / name
@@ -149,11 +177,16 @@ class LocalSandbox(Sandbox):
         cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
         for prefix in self._binds:
             cmd += ["--ro-bind", prefix, prefix]
+        # Packages installed beside the interpreter but not on its path stay out of reach.
+        for hidden in self._hidden:
+            cmd += ["--tmpfs", hidden, "--remount-ro", hidden]
         if gpu is not None:
             cmd += ["--ro-bind", "/sys", "/sys"]
             for dev in sorted(Path("/dev").glob("nvidia*")):
                 cmd += ["--dev-bind", str(dev), str(dev)]
-        cmd += ["--bind", str(work), SANDBOX_ROOT, "--ro-bind", str(data_dir), f"{SANDBOX_ROOT}/data"]
+        # The working directory is read-only: results/ (size-capped) is the one host directory written.
+        cmd += ["--ro-bind", str(work.path), SANDBOX_ROOT, "--bind", str(work.results), f"{SANDBOX_ROOT}/results"]
+        cmd += ["--ro-bind", str(data_dir), f"{SANDBOX_ROOT}/data"]
         # The root bwrap builds is a tmpfs: read-only, so scripts write only to /tmp and results/.
         cmd += ["--remount-ro", "/"]
         cmd += ["--chdir", SANDBOX_ROOT, "--unshare-user", "--uid", "65534", "--gid", "65534"]
@@ -187,24 +220,24 @@ class LocalSandbox(Sandbox):
     # Running ------------------------------------------------------------------------------------
 
     def run(self, code: str, data_dir: Path, limits: Limits, gpu: str | None = None) -> ExecResult:
-        work = Path(tempfile.mkdtemp(prefix="weirdml-", dir=self.workroot))
-        try:
+        with RunDir(
+            self.workroot,
+            results_bytes=limits.results_bytes,
+            cap_with_tmpfs=self.cap_with_tmpfs,
+            home_bytes=None if self.isolated else limits.tmp_bytes,
+        ) as work:
             return self._run_in(work, code, data_dir, limits, gpu)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
 
-    def _run_in(self, work: Path, code: str, data_dir: Path, limits: Limits, gpu: str | None) -> ExecResult:
-        (work / "solution.py").write_text(code, encoding="utf-8")
-        (work / "results").mkdir()
-        (work / "data").mkdir()
+    def _run_in(self, work: RunDir, code: str, data_dir: Path, limits: Limits, gpu: str | None) -> ExecResult:
+        (work.path / "solution.py").write_text(code, encoding="utf-8")
+        (work.path / "data").mkdir()
         if self.isolated:
             cmd = self._bwrap_command(work, data_dir, limits, gpu)
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         else:
-            _copy_tree(data_dir, work / "data")
-            (work / "data").chmod(0o555)
-            (work / ".home").mkdir()
-            cmd, env = [self.python, "-s", "solution.py"], self._env(str(work / ".home"), gpu, limits.cpus)
+            _copy_tree(data_dir, work.path / "data")
+            (work.path / "data").chmod(0o555)
+            cmd, env = [self.python, "-s", "solution.py"], self._env(str(work.home), gpu, limits.cpus)
         cgroup = None
         if self.cgroups:
             try:
@@ -219,14 +252,20 @@ class LocalSandbox(Sandbox):
                 cgroup.remove()
 
     def _start(
-        self, work: Path, cmd: list[str], env: dict[str, str], limits: Limits, gpu: str | None, cgroup: RunCgroup | None
+        self,
+        work: RunDir,
+        cmd: list[str],
+        env: dict[str, str],
+        limits: Limits,
+        gpu: str | None,
+        cgroup: RunCgroup | None,
     ) -> ExecResult:
         read_fd, write_fd = os.pipe()
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
                 cmd,
-                cwd=work,
+                cwd=work.path,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=write_fd,
@@ -247,11 +286,9 @@ class LocalSandbox(Sandbox):
         finally:
             os.close(write_fd)
         output = CappedOutput(read_fd, limits.output_bytes)
-        timed_out = False
+        timed_out = over_cap = False
         try:
-            proc.wait(timeout=limits.time_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            timed_out, over_cap = _wait(proc, limits.time_s, None if work.capped else work)
         finally:
             # Whatever the script left behind dies with it: the whole session, at once.
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -262,65 +299,59 @@ class LocalSandbox(Sandbox):
                 cgroup.kill_all()
         duration = time.monotonic() - start
         text = output.finish()
+        out_of_memory = cgroup is not None and cgroup.out_of_memory()
+        results_full = over_cap or work.full()
         notes = []
         if timed_out:
-            notes.append(f"killed after the time limit of {limits.time_s:g} s")
-        if cgroup is not None and cgroup.out_of_memory():
-            notes.append(f"a process was killed for going over the memory limit of {limits.memory_bytes >> 20} MiB")
+            notes.append(f"harness: killed after the time limit of {limits.time_s:g} s")
+        if out_of_memory:
+            notes.append(f"harness: a process was killed: out of memory (limit {size_text(limits.memory_bytes)})")
+        if results_full:
+            notes.append(work.full_note() + (" (the run was stopped for it)" if over_cap else ""))
         if output.total > limits.output_bytes:
-            notes.append(f"output was {output.total} bytes; kept the first and last {limits.output_bytes // 2}")
+            notes.append(capture_note(output.total, limits.output_bytes))
+        predictions, problem = work.read_predictions()
         return ExecResult(
             exit_code=None if timed_out else proc.returncode,
             timed_out=timed_out,
             duration_s=duration,
             output=text,
             output_bytes=output.total,
-            predictions=read_predictions(work / "results" / "test_preds.txt"),
+            predictions=predictions,
             notes=tuple(notes),
+            predictions_problem=problem,
+            out_of_memory=out_of_memory,
+            results_full=results_full,
         )
 
     def environment(self) -> Environment:
-        """Package versions as the sandbox's own interpreter reports them (cached)."""
+        """Python and package versions as the sandbox's own interpreter reports them (cached)."""
         if self._environment is None:
-            self._environment = probe_environment(self)
+            if self.dedicated:
+                fix = f"rebuild the local sandbox's environment with `{sandbox_venv.BUILD_COMMAND} --force`"
+            else:
+                fix = (
+                    f"install them into it (pip install -r {REQUIREMENTS_FILE}) or leave out --weirdml-python "
+                    "to use the sandbox's own environment"
+                )
+            self._environment = probe_environment(self, fix=fix)
         return self._environment
 
 
-def probe_environment(sandbox: Sandbox) -> Environment:
-    """Run a probe script inside ``sandbox`` and read the versions of the announced packages."""
-    names = requirement_names()
-    script = (
-        "import json, platform, importlib.metadata as md\n"
-        f"names = {names!r}\n"
-        "found = {}\n"
-        "for n in names:\n"
-        "    try:\n"
-        "        found[n] = md.version(n)\n"
-        "    except md.PackageNotFoundError:\n"
-        "        pass\n"
-        "print('WEIRDML-ENV ' + json.dumps({'python': platform.python_version(), 'packages': found}))\n"
-    )
-    with tempfile.TemporaryDirectory() as empty:
-        result = sandbox.run(script, Path(empty), Limits(time_s=120))
-    for line in result.output.splitlines():
-        if line.startswith("WEIRDML-ENV "):
-            raw = json.loads(line.removeprefix("WEIRDML-ENV "))
-            missing = [name for name in names if name not in raw["packages"]]
-            if missing:
-                # The system prompt announces only what is there; say what the scripts will lack.
-                warnings.warn(
-                    f"the {sandbox.name} sandbox's Python lacks {', '.join(missing)} from "
-                    f"{REQUIREMENTS_FILE.name}; install them into it (pip install -r {REQUIREMENTS_FILE}) "
-                    "or point --weirdml-python at an interpreter that has them",
-                    MissingPackagesWarning,
-                    stacklevel=2,
-                )
-            return Environment(python=raw["python"], packages=raw["packages"], device=_device_text())
-    raise SandboxError(f"the {sandbox.name} sandbox could not run a probe script: {result.output[-2000:]}")
-
-
-def _device_text() -> str:
-    return f"CPU only ({os.cpu_count()} cores), no GPU"
+def _wait(proc: subprocess.Popen[bytes], time_s: float, watch: RunDir | None) -> tuple[bool, bool]:
+    """Wait for the script; (timed out, stopped for filling results/). ``watch`` is the uncapped
+    fallback's results/ directory, measured every ``WATCH_INTERVAL_S``."""
+    deadline = time.monotonic() + time_s
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            proc.wait(timeout=max(left, 0) if watch is None else max(min(left, WATCH_INTERVAL_S), 0))
+            return False, False
+        except subprocess.TimeoutExpired:
+            if watch is not None and watch.over_cap():
+                return False, True
+            if time.monotonic() >= deadline:
+                return True, False
 
 
 def _owned(proc_dir: Path) -> bool:

@@ -1,0 +1,322 @@
+"""A run's working directory on the host: owned, size-capped, read without trusting its contents.
+
+Both backends give a script one host directory to write, ``results/``. The harness trusts
+nothing the script leaves there:
+
+- **Size.** Where the harness may mount (root, or ``CAP_SYS_ADMIN``), ``results/`` is a tmpfs
+  of ``Limits.results_bytes``: a write past the cap fails with ``ENOSPC`` however many files the
+  script makes, and nothing reaches the host disk. Elsewhere it is a plain directory that the
+  backend measures while the script runs, stopping the run once it is over the cap (a weaker
+  bound: a fast writer gets one polling interval past it); ``CappedWritesWarning`` says so.
+- **What is read.** The predictions are read through file descriptors only: the run directory,
+  then ``results`` (``O_DIRECTORY|O_NOFOLLOW``, and it must still be the directory the harness
+  made), then the file (``O_NOFOLLOW|O_NONBLOCK``), after ``lstat`` has shown a regular file
+  with one link; never more than the cap. A symlink (to ``/proc/self/environ``, ``/etc/passwd``,
+  the hidden answers), a FIFO, a device or a directory is refused with its own reason and never
+  opened.
+- **Leftovers.** The directory's name carries its owner's pid and start time; a session killed
+  with SIGKILL leaves it behind, and the next sandbox to start removes it (unmounting first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import functools
+import os
+import re
+import shutil
+import stat
+import tempfile
+import warnings
+from pathlib import Path
+
+from pytest_weirdml.sandbox import size_text
+
+PREFIX = "weirdml-run-"
+RESULTS = "results"
+PREDICTIONS = "test_preds.txt"
+SHOWN_PATH = f"{RESULTS}/{PREDICTIONS}"
+# An honest script writes one or a few files to results/; inodes cost kernel memory.
+RESULTS_INODES = 4096
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
+_MNT_DETACH = 2
+_NAME = re.compile(rf"^{PREFIX}(\d+)-(\d+)-")
+
+
+class CappedWritesWarning(UserWarning):
+    """results/ cannot be a size-capped tmpfs here; its size is only watched while scripts run."""
+
+
+def process_start(pid: int) -> str | None:
+    """The start time of a live process (to tell it from a later one with the same pid)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()[19]
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def _mount_tmpfs(path: Path, size: int, *, inodes: int, owner: int | None, mode: int) -> None:
+    options = f"size={size},nr_inodes={inodes},mode={mode:o}"
+    if owner is not None:
+        options += f",uid={owner},gid={owner}"
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    if _libc().mount(b"weirdml", os.fsencode(path), b"tmpfs", flags, options.encode()) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(path))
+
+
+def _unmount(path: Path) -> None:
+    # Lazy: a process that still holds the mount (a leftover of a crashed run) cannot block us.
+    _libc().umount2(os.fsencode(path), _MNT_DETACH)
+
+
+@functools.cache
+def tmpfs_usable() -> tuple[bool, str]:
+    """Whether this process may mount a size-capped tmpfs, and if not, why."""
+    probe = Path(tempfile.mkdtemp(prefix="weirdml-mount-probe-"))
+    try:
+        _mount_tmpfs(probe, 1 << 20, inodes=16, owner=None, mode=0o700)
+    except OSError as exc:
+        return False, f"mounting a tmpfs failed ({exc.strerror}); it needs root or CAP_SYS_ADMIN"
+    else:
+        _unmount(probe)
+        return True, ""
+    finally:
+        with contextlib.suppress(OSError):
+            probe.rmdir()
+
+
+def warn_if_uncapped(cap_with_tmpfs: bool) -> None:
+    if cap_with_tmpfs:
+        return
+    why = tmpfs_usable()[1] or "the tmpfs cap is turned off"
+    warnings.warn(
+        f"results/ cannot be a size-capped tmpfs ({why}): its size is measured while a script runs "
+        "and the run is stopped once it is over the cap, so a fast writer can put more than the cap "
+        "on this disk before it is stopped; run as root for a hard cap",
+        CappedWritesWarning,
+        stacklevel=3,
+    )
+
+
+def _mount_points_under(path: Path) -> list[Path]:
+    """Mount points at or below ``path``, deepest first (from /proc/self/mountinfo)."""
+    root = os.path.realpath(path)
+    found = []
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        # Field 5 is the mount point, with spaces and the like escaped as octal.
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
+        if point == root or point.startswith(root + "/"):
+            found.append(Path(point))
+    return sorted(found, key=lambda p: len(p.parts), reverse=True)
+
+
+def _remove(path: Path) -> None:
+    for point in _mount_points_under(path):
+        _unmount(point)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_stale(root: Path | None = None) -> list[str]:
+    """Remove the run directories whose owning process is gone (a session killed with SIGKILL)."""
+    root = Path(root or tempfile.gettempdir())
+    removed = []
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return []
+    for path in entries:
+        match = _NAME.match(path.name)
+        if match is None or not path.is_dir() or path.is_symlink():
+            continue
+        pid, start = match.groups()
+        if process_start(int(pid)) != start:
+            _remove(path)
+            removed.append(str(path))
+    return removed
+
+
+class RunDir:
+    """One run's directory: ``solution.py``, ``results/`` (capped) and, for the plain local
+    sandbox, a capped ``.home``. Use as a context manager; leaving it unmounts and removes it."""
+
+    def __init__(
+        self,
+        root: Path | None,
+        *,
+        results_bytes: int,
+        cap_with_tmpfs: bool,
+        results_owner: int | None = None,
+        home_bytes: int | None = None,
+    ) -> None:
+        pid = os.getpid()
+        self.path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{pid}-{process_start(pid)}-", dir=root))
+        self.results = self.path / RESULTS
+        self.home = self.path / ".home"
+        self.results_bytes = results_bytes
+        self.capped = cap_with_tmpfs
+        try:
+            self.results.mkdir()
+            if cap_with_tmpfs:
+                _mount_tmpfs(self.results, results_bytes, inodes=RESULTS_INODES, owner=results_owner, mode=0o755)
+            elif results_owner is not None:
+                try:
+                    os.chown(self.results, results_owner, results_owner)
+                except PermissionError:
+                    # Not ours to give away: the container's user can write it anyway (the
+                    # directory's parent is ours alone, mode 0700 or 0755).
+                    self.results.chmod(0o777)
+            if home_bytes is not None:
+                self.home.mkdir()
+                if cap_with_tmpfs:
+                    _mount_tmpfs(self.home, home_bytes, inodes=1 << 16, owner=None, mode=0o700)
+            status = os.stat(self.results)
+            self._results_id = (status.st_dev, status.st_ino)
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> RunDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        _remove(self.path)
+
+    # The size cap -------------------------------------------------------------------------------
+
+    def results_size(self) -> int:
+        """Bytes the files under results/ occupy (what a script has written to the host)."""
+        total = 0
+        stack = [str(self.results)]
+        while stack:
+            try:
+                entries = list(os.scandir(stack.pop()))
+            except OSError:
+                continue
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    info = entry.stat(follow_symlinks=False)
+                    total += info.st_blocks * 512
+                    if stat.S_ISDIR(info.st_mode):
+                        stack.append(entry.path)
+        return total
+
+    def over_cap(self) -> bool:
+        """For the uncapped fallback, polled while the script runs."""
+        return self.results_size() > self.results_bytes
+
+    def full(self) -> bool:
+        """Whether results/ reached its cap (bytes or files)."""
+        if not self.capped:
+            return self.over_cap()
+        try:
+            fs = os.statvfs(self.results)
+        except OSError:
+            return False
+        # A page or two always stays unused; anything closer to the cap is a write that failed.
+        return fs.f_bavail * fs.f_frsize < 64 << 10 or fs.f_favail == 0
+
+    def full_note(self) -> str:
+        return f"harness: results/ is full: a script may write at most {size_text(self.results_bytes)} there"
+
+    # Reading the predictions --------------------------------------------------------------------
+
+    def read_predictions(self) -> tuple[bytes | None, str | None]:
+        """(content, None), (None, None) when no file was written, or (None, why it was refused)."""
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            top = os.open(self.path, flags | os.O_DIRECTORY)
+        except OSError:
+            return None, "the script's working directory was replaced; the harness reads only what it made"
+        try:
+            return self._read_from(top, flags)
+        finally:
+            os.close(top)
+
+    def _read_from(self, top: int, flags: int) -> tuple[bytes | None, str | None]:
+        try:
+            results = os.open(RESULTS, flags | os.O_DIRECTORY, dir_fd=top)
+        except FileNotFoundError:
+            return None, f"{RESULTS}/ was removed; write the predictions into the {RESULTS}/ the harness made"
+        except OSError:
+            kind = _kind_at(RESULTS, top)
+            return None, f"{RESULTS}/ is {kind}, not the directory the harness made; nothing in it was read"
+        try:
+            here = os.fstat(results)
+            if (here.st_dev, here.st_ino) != self._results_id:
+                return None, f"{RESULTS}/ was replaced; the harness reads only the {RESULTS}/ directory it made"
+            return self._read_file(results, flags)
+        finally:
+            os.close(results)
+
+    def _read_file(self, results: int, flags: int) -> tuple[bytes | None, str | None]:
+        try:
+            before = os.stat(PREDICTIONS, dir_fd=results, follow_symlinks=False)
+        except FileNotFoundError:
+            return None, None
+        except OSError as exc:
+            return None, f"{SHOWN_PATH} could not be examined ({exc.strerror})"
+        if not stat.S_ISREG(before.st_mode):
+            kind = _kind(before.st_mode)
+            return None, f"{SHOWN_PATH} is {kind}, not a regular file; write the predictions into a regular file"
+        if before.st_nlink != 1:
+            return None, f"{SHOWN_PATH} is a hard link to another file; write the predictions into a new file"
+        try:
+            fd = os.open(PREDICTIONS, flags | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=results)
+        except OSError as exc:
+            return None, f"{SHOWN_PATH} could not be opened ({exc.strerror})"
+        try:
+            after = os.fstat(fd)
+            if not stat.S_ISREG(after.st_mode) or (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
+                return None, f"{SHOWN_PATH} changed while the harness read it"
+            chunks, size = [], 0
+            while size <= self.results_bytes:
+                chunk = os.read(fd, min(1 << 20, self.results_bytes + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        except OSError as exc:
+            return None, f"{SHOWN_PATH} could not be read ({exc.strerror})"
+        finally:
+            os.close(fd)
+        if size > self.results_bytes:
+            return None, f"{SHOWN_PATH} is larger than the {size_text(self.results_bytes)} cap"
+        return b"".join(chunks), None
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symlink"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a regular file"
+
+
+def _kind_at(name: str, dir_fd: int) -> str:
+    try:
+        return _kind(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError as exc:
+        return "unreadable" if exc.errno != errno.ENOENT else "gone"

@@ -1,0 +1,165 @@
+"""The local sandbox's own Python: a virtual environment with exactly the sandbox's packages.
+
+    python -m pytest_weirdml.sandbox.venv build     # build it unless it is ready (--force rebuilds)
+    python -m pytest_weirdml.sandbox.venv path      # print its interpreter
+
+Scripts must see what the system prompt announces and nothing else, on every backend: the
+session's own interpreter holds python-chess, pytest, the provider SDKs and whatever else the
+user installed, so a script run on it could import them. The environment is built from the same
+requirements list as the Docker image, without pip, under
+``$XDG_CACHE_HOME/pytest-weirdml/sandbox-env/<key>``; the key is a hash of that list and of the
+base interpreter, so a changed pin builds a new environment and an unchanged one is reused. It
+is built once (under a file lock, so xdist workers wait for one build) by ``scripts/setup.sh``,
+this command, or the first local sandbox that needs it.
+
+The packages come from the package index pip is configured with (local wheels included): no
+other network is needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from collections.abc import Callable
+from pathlib import Path
+
+from filelock import FileLock
+
+from pytest_weirdml.errors import SandboxError
+from pytest_weirdml.sandbox import cache_home, requirements_hash, requirements_text
+
+BUILD_COMMAND = "python -m pytest_weirdml.sandbox.venv build"
+MARKER = "weirdml-env.json"
+REQUIREMENTS_COPY = "weirdml-requirements.txt"
+
+
+def _base_interpreter() -> str:
+    """The real interpreter below any virtual environment the session itself runs in."""
+    return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def env_key(requirements: str | None = None) -> str:
+    digest = hashlib.sha256()
+    wanted = requirements_hash() if requirements is None else _digest(requirements)
+    for part in (wanted, _base_interpreter(), sys.version):
+        digest.update(part.encode() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def env_dir(root: Path | None = None, requirements: str | None = None) -> Path:
+    return (root or cache_home() / "sandbox-env") / env_key(requirements)
+
+
+def interpreter(env: Path) -> Path:
+    return env / "bin" / "python"
+
+
+def problem(env: Path, requirements: str | None = None) -> str | None:
+    """Why ``env`` cannot be used as it is (missing, half-built, stale), or None when it is ready."""
+    wanted = requirements_hash() if requirements is None else _digest(requirements)
+    try:
+        marker = json.loads((env / MARKER).read_text())
+    except FileNotFoundError:
+        return f"the local sandbox's environment {env} is not built"
+    except (OSError, ValueError):
+        return f"the local sandbox's environment {env} is damaged (unreadable {MARKER})"
+    if marker.get("key") != env.name or marker.get("requirements_sha256") != wanted:
+        return f"the local sandbox's environment {env} is stale (built from another requirements list)"
+    python = interpreter(env)
+    if not os.path.exists(os.path.realpath(python)):
+        return f"the local sandbox's environment {env} is stale (its base interpreter is gone)"
+    return None
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"weirdml: {line}\n")
+    sys.stderr.flush()
+
+
+def ensure(
+    root: Path | None = None,
+    *,
+    force: bool = False,
+    requirements: str | None = None,
+    progress: Callable[[str], None] = _say,
+) -> Path:
+    """The environment's interpreter, building the environment first when it is not ready.
+
+    ``requirements`` replaces the sandbox's list (tests build small environments). Raises
+    ``SandboxError`` naming the build command when it cannot be built.
+    """
+    env = env_dir(root, requirements)
+    if not force and problem(env, requirements) is None:
+        return interpreter(env)
+    env.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(env) + ".lock"):
+        why = problem(env, requirements)
+        if force or why is not None:
+            progress(
+                f"{why or 'rebuilding ' + str(env)}; building it now (once, a few minutes; "
+                f"`{BUILD_COMMAND}` does the same)"
+            )
+            _build(env, requirements_text() if requirements is None else requirements)
+            progress(f"the local sandbox's environment is ready: {interpreter(env)}")
+    return interpreter(env)
+
+
+def _build(env: Path, requirements: str) -> None:
+    shutil.rmtree(env, ignore_errors=True)
+    # No pip, no setuptools of its own: a script sees the announced packages and their dependencies.
+    venv.EnvBuilder(with_pip=False, symlinks=True, clear=True).create(env)
+    (env / REQUIREMENTS_COPY).write_text(requirements, encoding="utf-8")
+    if any(line.split("#", 1)[0].strip() for line in requirements.splitlines()):
+        _pip_install(env)
+    marker = {"key": env.name, "requirements_sha256": _digest(requirements), "base": _base_interpreter()}
+    # Written last: an environment without it is half-built and is built again.
+    (env / MARKER).write_text(json.dumps(marker), encoding="utf-8")
+
+
+def _pip_install(env: Path) -> None:
+    # The session's pip installs into it (pip's configuration applies: local wheels, an index).
+    cmd = [
+        sys.executable, "-m", "pip", "--python", str(interpreter(env)), "install",
+        "--quiet", "--disable-pip-version-check", "--no-input", "--no-warn-script-location",
+        "-r", str(env / REQUIREMENTS_COPY),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        shutil.rmtree(env, ignore_errors=True)
+        raise SandboxError(
+            f"building the local sandbox's environment failed (pip exit {proc.returncode}): "
+            f"{(proc.stderr or proc.stdout).strip()[-1500:]}\nRetry with `{BUILD_COMMAND}` once pip can "
+            "reach its package index, or pass --weirdml-python=PATH (an interpreter with the packages)"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pytest_weirdml.sandbox.venv", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build", help="build the environment unless it is ready")
+    build.add_argument("--force", action="store_true", help="rebuild it even when it is ready")
+    sub.add_parser("path", help="print the environment's interpreter (nothing is built)")
+    args = parser.parse_args(argv)
+    if args.command == "path":
+        print(interpreter(env_dir()))
+        return 0
+    try:
+        print(ensure(force=args.force))
+    except SandboxError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""The local sandbox's own interpreter environment: built once, reused, rebuilt when stale, and
+named with the command that builds it when it cannot be built."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_weirdml.errors import SandboxError
+from pytest_weirdml.sandbox import venv
+
+# Nothing to install: the environment itself, its marker and its reuse are what is tested here.
+EMPTY = "# no packages\n"
+
+
+def test_an_environment_is_built_once_and_reused(tmp_path: Path) -> None:
+    said: list[str] = []
+    python = venv.ensure(tmp_path, requirements=EMPTY, progress=said.append)
+    assert python == venv.interpreter(venv.env_dir(tmp_path, EMPTY))
+    assert "is not built; building it now" in said[0] and venv.BUILD_COMMAND in said[0]
+    probe = "import sys; print(sys.prefix != sys.base_prefix, any('site-packages' in p for p in sys.path))"
+    out = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "True"]
+    # pip is not part of it: a script can import nothing but the listed packages.
+    assert subprocess.run([python, "-c", "import pip"], capture_output=True).returncode != 0
+    again: list[str] = []
+    assert venv.ensure(tmp_path, requirements=EMPTY, progress=again.append) == python
+    assert again == []
+
+
+def test_another_list_is_another_environment(tmp_path: Path) -> None:
+    first = venv.ensure(tmp_path, requirements=EMPTY, progress=lambda _: None)
+    second = venv.ensure(tmp_path, requirements=EMPTY + "# another\n", progress=lambda _: None)
+    assert first != second and first.exists() and second.exists()
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (lambda env: (env / venv.MARKER).unlink(), "is not built"),
+        (lambda env: (env / venv.MARKER).write_text("{"), "is damaged"),
+        (
+            lambda env: (env / venv.MARKER).write_text(json.dumps({"key": env.name, "requirements_sha256": "x"})),
+            "is stale (built from another requirements list)",
+        ),
+    ],
+)
+def test_a_half_built_or_stale_environment_is_rebuilt(tmp_path: Path, damage, said: str) -> None:  # type: ignore[no-untyped-def]
+    python = venv.ensure(tmp_path, requirements=EMPTY, progress=lambda _: None)
+    env = python.parent.parent
+    damage(env)
+    assert said in (venv.problem(env, EMPTY) or "")
+    lines: list[str] = []
+    assert venv.ensure(tmp_path, requirements=EMPTY, progress=lines.append) == python
+    assert said in lines[0] and venv.problem(env, EMPTY) is None
+
+
+def test_a_failed_build_names_the_command_and_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pip may use neither an index nor local wheels: the package cannot be found.
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))
+    monkeypatch.setenv("PIP_CONSTRAINT", "")
+    wanted = "weirdml-no-such-package==1.0\n"
+    with pytest.raises(SandboxError, match=r"(?s)building the local sandbox's environment failed.*venv build"):
+        venv.ensure(tmp_path, requirements=wanted, progress=lambda _: None)
+    assert not venv.env_dir(tmp_path, wanted).exists()
+
+
+def test_the_local_sandbox_runs_on_its_own_environment() -> None:
+    import warnings
+
+    from pytest_weirdml.sandbox.local import LocalSandbox
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        box = LocalSandbox()
+    assert box.dedicated and box.python == str(venv.interpreter(venv.env_dir()))
+    printed = subprocess.run(
+        [sys.executable, "-m", "pytest_weirdml.sandbox.venv", "path"], capture_output=True, text=True, check=True
+    )
+    assert printed.stdout.strip() == box.python
+    # --weirdml-python still overrides it.
+    assert not LocalSandbox(sys.executable).dedicated
+
+
+def test_the_chess_data_builds_on_the_host_while_scripts_cannot_import_chess() -> None:
+    """python-chess is the data builder's, on the session's interpreter; never the scripts'."""
+    pytest.importorskip("chess")
+    python = venv.interpreter(venv.env_dir())
+    if not python.exists():
+        pytest.skip(f"the sandbox environment is not built; {venv.BUILD_COMMAND}")
+    assert subprocess.run([python, "-c", "import chess"], capture_output=True).returncode != 0
