@@ -20,8 +20,8 @@ from pytest_weirdml.errors import DataUnavailable, HarnessError, SandboxError, T
 from pytest_weirdml.items import task_of
 from pytest_weirdml.loop import LoopSettings, run_task
 from pytest_weirdml.records import IterationRecord, RunRecord
-from pytest_weirdml.report.transcript import write_transcript
 from pytest_weirdml.redact import redact
+from pytest_weirdml.report.transcript import write_transcript
 from pytest_weirdml.sandbox import Limits, Sandbox, leases
 from pytest_weirdml.sandbox.choose import open_sandbox
 from pytest_weirdml.session import SessionDir

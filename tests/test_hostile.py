@@ -248,7 +248,7 @@ def test_leftovers_in_results_are_refused_and_nothing_of_the_host_leaks(
         *base_args,
     )
     result.assert_outcomes(passed=1)
-    records = read_jsonl(session_dir(pytester) / "records.jsonl")
+    records = read_iterations(session_dir(pytester) / "records.jsonl")
     assert len(records) == len(LEFTOVERS)
     for record, (_, reason) in zip(records, LEFTOVERS, strict=True):
         if reason is None:
@@ -279,9 +279,10 @@ import warnings
 from pathlib import Path
 from pytest_weirdml.loop import LoopSettings, run_task
 from pytest_weirdml.models.offline import ReplayModel
-from pytest_weirdml.records import RecordStore
+from pytest_weirdml.report.transcript import write_transcript
 from pytest_weirdml.sandbox import Limits
 from pytest_weirdml.sandbox.local import LocalSandbox
+from pytest_weirdml.session import SessionDir
 from pytest_weirdml.tasks import build_data, load_task
 
 spec = load_task(Path({str(task)!r}))
@@ -289,17 +290,17 @@ data = build_data(spec, Path({str(tmp_path / "cache")!r}))
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     box = LocalSandbox(isolate=False)
-store = RecordStore(Path({str(tmp_path / "session")!r}))
+store = SessionDir(Path({str(tmp_path / "session")!r}))
 limits = Limits(time_s=20, memory_bytes=1 << 30)
 run = run_task(spec, data, ReplayModel({str(replay)!r}), box, run=0, settings=LoopSettings(limits=limits),
                on_iteration=store.append)
-store.write_transcript(run)
+write_transcript(store.path, run)
 """
     env = {**os.environ, "OPENAI_API_KEY": SECRET, "PYTHONPATH": os.getcwd()}
     proc = subprocess.run([sys.executable, "-c", driver], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert SECRET not in proc.stdout + proc.stderr
-    first, second = read_jsonl(tmp_path / "session" / "records.jsonl")
+    first, second = read_iterations(tmp_path / "session" / "records.jsonl")
     assert "OPENAI_API_KEY=[redacted]" in first["output"]  # the script did read it...
     assert "OPENAI_API_KEY=[redacted]" in second["prompt"]  # ...and the model reads that, not the key
     assert second["score"] == 1.0

@@ -53,7 +53,7 @@ def test_a_leased_gpu_is_named_in_the_prompt_and_visible_to_the_script(
         f"--weirdml-model=replay:{replay}", "--weirdml-runs=1", "--weirdml-gpus=auto", "-s", *base_args
     )
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*Hardware: one NVIDIA H200 GPU with 140 GB of memory.*"])
+    result.stdout.fnmatch_lines(["*Your script runs on one NVIDIA H200 GPU with 140 GB of memory, *"])
     (record,) = read_iterations(session_dir(pytester) / "records.jsonl")
     assert "CUDA=0" in record["output"]
 

@@ -31,7 +31,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pytest_weirdml.errors import SandboxError
-from pytest_weirdml.sandbox import BACKENDS, REQUIREMENTS_FILE, Environment, ExecResult, Limits, Sandbox, size_text, thread_env
+from pytest_weirdml.sandbox import (
+    BACKENDS,
+    REQUIREMENTS_FILE,
+    Environment,
+    ExecResult,
+    Limits,
+    Sandbox,
+    size_text,
+    thread_env,
+)
 from pytest_weirdml.sandbox import venv as sandbox_venv
 from pytest_weirdml.sandbox._cgroup import CgroupUnavailable, RunCgroup, cgroups_usable, remove_stale
 from pytest_weirdml.sandbox._output import CappedOutput, capture_note
