@@ -130,8 +130,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=_gpus,
         default=None,
         metavar="auto|none|0,1,...",
-        help="GPUs for the scripts, one per xdist worker (round-robin): auto = every GPU nvidia-smi "
-        "lists, none = CPU only (default: auto).",
+        help="GPUs for the scripts: each script holds a free one while it runs, so -n may exceed their "
+        "number; auto = every GPU nvidia-smi lists, none = CPU only (default: auto).",
+    )
+    # Scale-out: how executions share this host's hardware, or run on a Ray cluster.
+    group.addoption(
+        "--weirdml-cores-per-script",
+        dest="weirdml_cores_per_script",
+        type=_positive_int("--weirdml-cores-per-script"),
+        default=None,
+        metavar="N",
+        help="CPU cores pinned to each script on a host without GPUs; at most cores/N scripts run at "
+        "once (default: the cores split between the xdist workers; 1 per script on a Ray CPU cluster).",
+    )
+    group.addoption(
+        "--weirdml-ray",
+        dest="weirdml_ray",
+        default=None,
+        metavar="auto|ADDRESS",
+        help="run every script as a Ray task on a Ray cluster (one GPU each, or a CPU share) while model "
+        "calls stay here: auto = the cluster `ray start` made on this machine or $RAY_ADDRESS, or "
+        "HOST:PORT (default: off, or ini weirdml_ray).",
     )
     group.addoption(
         "--weirdml-python",
@@ -224,6 +243,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("weirdml_sandbox", "default for --weirdml-sandbox", default="local")
     parser.addini("weirdml_reports", "default for --weirdml-reports (relative to the rootdir)", default="reports")
     parser.addini("weirdml_data_cache", "default for --weirdml-data-cache", default="")
+    parser.addini("weirdml_ray", "default for --weirdml-ray (empty: off)", default="")
 
 
 @dataclass(frozen=True)
@@ -245,6 +265,8 @@ class Settings:
     catalog: Catalog = field(default_factory=Catalog)
     cache_dir: Path | None = None
     gpus: tuple[str, ...] = ()
+    cores_per_script: int | None = None
+    ray: str | None = None
 
     @property
     def session_dir(self) -> Path:
@@ -323,4 +345,6 @@ def settings_from(config: pytest.Config, session: str) -> Settings:
         catalog=catalog,
         cache_dir=responses.resolve() if responses else None,
         gpus=opt.weirdml_gpus if opt.weirdml_gpus is not None else leases.detect(),
+        cores_per_script=opt.weirdml_cores_per_script,
+        ray=(opt.weirdml_ray or config.getini("weirdml_ray") or "").strip() or None,
     )

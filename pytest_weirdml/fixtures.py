@@ -19,8 +19,8 @@ from pytest_weirdml.errors import DataUnavailable, HarnessError, SandboxError, T
 from pytest_weirdml.items import task_of
 from pytest_weirdml.loop import LoopSettings, run_task
 from pytest_weirdml.records import IterationRecord, RecordStore, RunRecord
-from pytest_weirdml.sandbox import Limits, Sandbox, leases
-from pytest_weirdml.sandbox.choose import open_sandbox
+from pytest_weirdml.sandbox import Limits, Sandbox
+from pytest_weirdml.sandbox.scale import open_session_sandbox
 from pytest_weirdml.tasks import TaskData, TaskSpec, build_data
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
@@ -71,7 +71,7 @@ def weirdml_model(weirdml_case: Case, weirdml_settings: Settings) -> Iterator[mo
 @pytest.fixture(scope="session")
 def weirdml_sandbox(weirdml_settings: Settings) -> Iterator[Sandbox]:
     try:
-        sandbox = open_sandbox(weirdml_settings.sandbox, python=weirdml_settings.python)
+        sandbox = open_session_sandbox(weirdml_settings)
     except SandboxError as exc:
         pytest.fail(f"SandboxError: {exc}", pytrace=False)
     yield sandbox
@@ -117,14 +117,11 @@ def weirdml_run(
         weirdml_store.append(record)
         hook.pytest_weirdml_iteration(item=item, record=record)
 
-    gpu = leases.lease(weirdml_settings.gpus)
-    cpus = leases.cpu_share()
+    # The GPU and the cores are leased per execution by the sandbox (sandbox/scale.py).
     settings = LoopSettings(
         iterations=weirdml_settings.iterations,
         time_limit_s=weirdml_settings.time_limit_s,
-        limits=Limits(memory_bytes=weirdml_settings.memory_bytes, cpus=cpus),
-        gpu=gpu,
-        device=leases.describe(gpu) if gpu is not None else leases.describe_cpus(cpus),
+        limits=Limits(memory_bytes=weirdml_settings.memory_bytes),
         session=weirdml_settings.session,
     )
     try:

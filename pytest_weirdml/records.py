@@ -45,6 +45,8 @@ class IterationRecord:
     started_at: str = ""
     wall_s: float = 0.0
     sandbox: str = ""
+    # The Ray node that ran the script ("" for this machine).
+    node: str = ""
     session: str = ""
     schema: int = SCHEMA_VERSION
 

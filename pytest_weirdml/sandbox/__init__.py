@@ -41,6 +41,8 @@ class ExecResult:
     output_bytes: int
     predictions: bytes | None
     notes: tuple[str, ...] = ()
+    # The machine that ran it, where that is not this one (a Ray node).
+    node: str = ""
 
 
 @dataclass(frozen=True)
