@@ -114,13 +114,7 @@ class SlotPool:
                 os.close(fd)  # releases the flock
 
     def record(self, **lease: Any) -> None:
-        """Append one lease to ``leases.jsonl`` (one short line, one append: whole on disk)."""
-        line = json.dumps({"node": self.node, "holder": holder(), **lease}) + "\n"
-        fd = os.open(self.directory / LEASES_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+        record_lease(self.directory, **{"node": self.node, **lease})
 
     def describe(self) -> str:
         """How the system prompt names what a script gets, before it is known which slot."""
@@ -128,6 +122,16 @@ class SlotPool:
         if gpus:
             return describe_gpus([leases.describe(gpu) for gpu in gpus])
         return describe_cores([len(slot.cpus) for slot in self.slots])
+
+
+def record_lease(directory: Path, **lease: Any) -> None:
+    """Append one lease to ``leases.jsonl`` (one short line, one append: whole on disk)."""
+    line = json.dumps({"holder": holder(), **lease}) + "\n"
+    fd = os.open(directory / LEASES_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
 
 
 def describe_gpus(descriptions: Sequence[str]) -> str:
