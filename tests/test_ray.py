@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import GOOD_SCRIPT, read_jsonl, session_dir, write_replay
+from helpers import GOOD_SCRIPT, read_jsonl, session_dir, write_replay, write_tiny_task
 
+from pytest_weirdml.sandbox import Limits
 from pytest_weirdml.sandbox.pool import overlapping, read_leases
-from pytest_weirdml.sandbox.ray_cluster import NODE_CACHE_ENV
+from pytest_weirdml.sandbox.ray_cluster import NODE_CACHE_ENV, RaySandbox
+from pytest_weirdml.tasks import build_data, load_task
 
 ray = pytest.importorskip("ray", reason="the Ray tests need Ray: pip install 'pytest-weirdml[ray]'")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -92,6 +94,18 @@ def test_results_equal_a_local_sessions_for_the_reference(
     assert [{k: r[k] for k in keys} for r in remote] == [{k: r[k] for k in keys} for r in local]
     assert [r["score"] for r in remote] == [1.0]
     assert all(r["node"] for r in remote) and not any(r["node"] for r in local)
+
+
+def test_on_a_cluster_without_gpus_each_script_gets_a_share_of_a_nodes_cores(tmp_path: Path, cluster: Cluster) -> None:
+    data = build_data(load_task(write_tiny_task(tmp_path)), tmp_path / "cache")
+    sandbox = RaySandbox(cluster.address, backend="local", gpus=False, cores_per_script=1, session_dir=tmp_path)
+    assert sandbox.environment().device == "CPU only (1 core), no GPU"
+    script = "import os\nprint('CPUS', len(os.sched_getaffinity(0)), os.environ['CUDA_VISIBLE_DEVICES'] or '-')\n"
+    result = sandbox.run(script + GOOD_SCRIPT, data.public_dir, Limits(time_s=30))
+    assert result.exit_code == 0 and "CPUS 1 -" in result.output and result.predictions
+    assert result.node.split(":")[1] in {node["NodeID"][:8] for node in ray.nodes()}
+    (lease,) = read_leases(tmp_path)
+    assert lease["node"] == result.node and lease["slot"] == "cpus0"
 
 
 @ray.remote(num_gpus=1, num_cpus=0)

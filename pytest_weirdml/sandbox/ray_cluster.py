@@ -95,7 +95,9 @@ class RaySandbox(Sandbox):
         python: str | None = None,
         cores_per_script: int = 1,
         session_dir: Path | None = None,
+        gpus: bool | None = None,
     ) -> None:
+        """``gpus``: one GPU per script (the default on a cluster that has GPUs), else a CPU share."""
         self.ray = connect(address)
         self.address = address
         self.backend = backend
@@ -104,7 +106,7 @@ class RaySandbox(Sandbox):
         self.session_dir = session_dir
         self.name = backend
         self.isolated = backend == "docker"  # until the nodes' sandboxes say (environment)
-        self.gpus = self.ray.cluster_resources().get("GPU", 0) >= 1
+        self.gpus = self.ray.cluster_resources().get("GPU", 0) >= 1 if gpus is None else gpus
         remote = self.ray.remote(max_retries=0, max_calls=0)
         # Workers are kept between runs: the scripts hold the GPU, in their own processes.
         self._execute = remote(_execute)
