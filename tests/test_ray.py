@@ -22,8 +22,9 @@ from pytest_weirdml.tasks import build_data, load_task
 ray = pytest.importorskip("ray", reason="the Ray tests need Ray: pip install 'pytest-weirdml[ray]'")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-# Small nodes: this runs beside other jobs on a 2-core machine.
-NODE = {"num_cpus": 1, "num_gpus": 1, "object_store_memory": 100 << 20}
+# Small nodes: this runs beside other jobs on a 2-core machine. Four CPUs are declared, not used: a
+# node keeps as many idle Ray workers as it has CPUs, and each session worker keeps one on each.
+NODE = {"num_cpus": 4, "num_gpus": 1, "object_store_memory": 100 << 20}
 pytestmark = pytest.mark.xdist_group("ray")
 
 

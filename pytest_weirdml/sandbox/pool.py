@@ -51,7 +51,7 @@ def cpu_slots(shares: int) -> tuple[Slot, ...]:
 
 def default_shares(cores_per_script: int | None) -> int:
     """How many scripts run at once on a CPU host: ``cores // cores_per_script``; by default one
-    per xdist worker (at most one per core), which is what each worker got before slots."""
+    per xdist worker (at most one per core), the cores split between the workers."""
     cores = len(os.sched_getaffinity(0))
     if cores_per_script:
         return max(1, cores // cores_per_script)

@@ -111,6 +111,8 @@ class RaySandbox(Sandbox):
         # Workers are kept between runs: the scripts hold the GPU, in their own processes.
         self._execute = remote(_execute)
         self._probe = remote(_probe)
+        self._start = remote(_start)
+        self._warming: list[Any] = []
         self._shipped: dict[str, Any] = {}
         self._identities: dict[Path, str] = {}
         self._environment: Environment | None = None
@@ -223,7 +225,24 @@ class RaySandbox(Sandbox):
         gpus = [description for _, _, descriptions, _ in found for description in descriptions]
         device = describe_gpus(gpus) if self.gpus else describe_cores([self.cores])
         self._environment = replace(env, device=device)
+        self._warm(nodes)
         return self._environment
+
+    def _warm(self, nodes: list[dict[str, Any]]) -> None:
+        """Start this session's Ray worker on every node while the first model call is out.
+
+        Ray keeps workers per driver (each xdist worker) and does not lend a worker that ran a
+        task without a GPU to a task with one, so the first execution on each node would wait
+        for a worker process to start (seconds) while holding its GPU. A no-op task of the same
+        shape starts it now; nobody waits for it.
+        """
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        for node in nodes:
+            strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+            self._warming.append(
+                self._start.options(**self._resources(), scheduling_strategy=strategy).remote(self.backend, self.python)
+            )
 
 
 # On the nodes -------------------------------------------------------------------------------------
@@ -318,6 +337,11 @@ def _execute(job: dict[str, Any], box: list[Any]) -> Iterator[Any]:
             result = inner.run(job["code"], data, replace(limits, cpus=slot.cpus))
             lease = {"node": node, "slot": slot.name, "start": begun, "end": time.time()}
     yield replace(result, node=node), lease
+
+
+def _start(backend: str, python: str | None) -> None:
+    """Nothing but what every execution needs first: this worker process and its backend."""
+    _backend(backend, python)
 
 
 def _probe(backend: str, python: str | None, gpus: int) -> tuple[str, Environment, list[str], bool]:
