@@ -132,18 +132,20 @@ def lease_overhead(root: Path, n: int) -> tuple[float, float]:
         inner = LocalSandbox()
     data = build_data(load_task(root / "tasks" / "sim"), root / "cache")
     leased = LeasedSandbox(inner, pool)
-    return statistics.median(bare), _extra(leased, inner, data.public_dir, n)
+    # The plain run gets a share of the cores of the same size, as a leased one does.
+    return statistics.median(bare), _extra(leased, inner, data.public_dir, n, pool.slots[0].cpus)
 
 
-def _extra(outer: object, inner: LocalSandbox, data: Path, n: int) -> float:
+def _extra(outer: object, inner: LocalSandbox, data: Path, n: int, cpus: tuple[int, ...] = ()) -> float:
     """Median wall time of ``outer.run`` minus that of ``inner.run`` (taking turns) on one script."""
     times: dict[str, list[float]] = {"outer": [], "inner": []}
-    for box in (outer, inner):
-        box.run(GOOD_SCRIPT, data, Limits(time_s=60))  # type: ignore[attr-defined]
+    boxes = (("outer", outer, Limits(time_s=60)), ("inner", inner, Limits(time_s=60, cpus=cpus)))
+    for _, box, limits in boxes:
+        box.run(GOOD_SCRIPT, data, limits)  # type: ignore[attr-defined]
     for _ in range(n):
-        for key, box in (("outer", outer), ("inner", inner)):
+        for key, box, limits in boxes:
             start = time.perf_counter()
-            box.run(GOOD_SCRIPT, data, Limits(time_s=60))  # type: ignore[attr-defined]
+            box.run(GOOD_SCRIPT, data, limits)  # type: ignore[attr-defined]
             times[key].append(time.perf_counter() - start)
     return statistics.median(times["outer"]) - statistics.median(times["inner"])
 

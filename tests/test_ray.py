@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from helpers import GOOD_SCRIPT, read_jsonl, session_dir, write_replay, write_tiny_task
 
+from pytest_weirdml.errors import SandboxError
 from pytest_weirdml.sandbox import Limits
 from pytest_weirdml.sandbox.pool import overlapping, read_leases
 from pytest_weirdml.sandbox.ray_cluster import NODE_CACHE_ENV, RaySandbox
@@ -159,3 +160,8 @@ def test_a_node_killed_mid_execution_is_an_infrastructure_error_and_the_run_goes
     victim_id = victim.node_id[:8]
     assert victim_id not in record["node"] and victim_id in record["output"]
     assert f"it ran again on {record['node']}" in record["output"]
+
+
+def test_ray_client_addresses_are_refused_naming_the_fix() -> None:
+    with pytest.raises(SandboxError, match=r"Ray Client addresses are not supported; run the session on a node"):
+        RaySandbox("ray://head:10001")

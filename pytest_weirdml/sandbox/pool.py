@@ -97,11 +97,24 @@ class SlotPool:
         return None
 
     @contextlib.contextmanager
+    def _queue(self) -> Iterator[None]:
+        """First in line: one waiter looks for a free slot, the others sleep in the kernel."""
+        fd = os.open(self.directory / LOCKS_DIR / "queue.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
     def lease(self) -> Iterator[Slot]:
         """Wait for a free slot and hold it for the ``with`` block."""
         asked = time.time()
-        while (got := self._try()) is None:
-            time.sleep(POLL_S)
+        got = self._try()
+        if got is None:
+            with self._queue():
+                while (got := self._try()) is None:
+                    time.sleep(POLL_S)
         slot, fd = got
         start = time.time()
         try:

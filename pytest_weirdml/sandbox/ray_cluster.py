@@ -56,6 +56,11 @@ class _NodeFailure(Exception):
 
 def connect(address: str) -> Any:
     """``ray`` connected to the cluster at ``address`` (``auto``: this machine's or $RAY_ADDRESS)."""
+    if address.startswith("ray://"):
+        raise SandboxError(
+            f"--weirdml-ray={address}: Ray Client addresses are not supported; run the session on a "
+            "node of the cluster and pass --weirdml-ray=auto or the head's HOST:PORT"
+        )
     try:
         import ray
     except ImportError as exc:
