@@ -204,8 +204,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=_gpus,
         default=None,
         metavar="auto|none|0,1,...",
-        help="GPUs for the scripts, one per xdist worker (round-robin): auto = every GPU nvidia-smi "
-        "lists, none = CPU only (default: auto).",
+        help="GPUs for the scripts: each script holds a free one while it runs, so -n may exceed their "
+        "number; auto = every GPU nvidia-smi lists, none = CPU only (default: auto).",
+    )
+    # Scale-out: how executions share this host's hardware, or run on a Ray cluster.
+    group.addoption(
+        "--weirdml-cores-per-script",
+        dest="weirdml_cores_per_script",
+        type=_positive_int("--weirdml-cores-per-script"),
+        default=None,
+        metavar="N",
+        help="CPU cores pinned to each script on a host without GPUs; at most cores/N scripts run at "
+        "once (default: the cores split between the xdist workers; 1 per script on a Ray CPU cluster).",
+    )
+    group.addoption(
+        "--weirdml-ray",
+        dest="weirdml_ray",
+        default=None,
+        metavar="auto|ADDRESS",
+        help="run every script as a Ray task on a Ray cluster (one GPU each, or a CPU share) while model "
+        "calls stay here: auto = the cluster `ray start` made on this machine or $RAY_ADDRESS, or "
+        "HOST:PORT (default: off, or ini weirdml_ray).",
     )
     group.addoption(
         "--weirdml-python",
@@ -355,6 +374,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("weirdml_data_cache", "default for --weirdml-data-cache", default="")
     parser.addini("weirdml_data_seed", "default for --weirdml-data-seed (N or random)", default="")
     parser.addini("weirdml_regression_margin", "default for --weirdml-regression-margin", default="0.0")
+    parser.addini("weirdml_ray", "default for --weirdml-ray (empty: off)", default="")
 
 
 @dataclass(frozen=True)
@@ -386,6 +406,8 @@ class Settings:
     regression_margin: float = 0.0
     baseline_force: bool = False
     results_bytes: int = RESULTS_CAP_BYTES
+    cores_per_script: int | None = None
+    ray: str | None = None
 
     @property
     def session_dir(self) -> Path:
@@ -501,6 +523,8 @@ def settings_from(
         save_baseline=_user_path(config, opt.weirdml_save_baseline),
         regression_margin=_regression_margin(config),
         baseline_force=opt.weirdml_baseline_force,
+        cores_per_script=opt.weirdml_cores_per_script,
+        ray=(opt.weirdml_ray or config.getini("weirdml_ray") or "").strip() or None,
     )
 
 

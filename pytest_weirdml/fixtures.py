@@ -22,8 +22,8 @@ from pytest_weirdml.loop import LoopSettings, run_task
 from pytest_weirdml.records import IterationRecord, RunRecord
 from pytest_weirdml.redact import redact
 from pytest_weirdml.report.transcript import write_transcript
-from pytest_weirdml.sandbox import Limits, Sandbox, leases
-from pytest_weirdml.sandbox.choose import open_sandbox
+from pytest_weirdml.sandbox import Limits, Sandbox
+from pytest_weirdml.sandbox.scale import open_session_sandbox
 from pytest_weirdml.session import SessionDir
 from pytest_weirdml.tasks import TaskData, TaskSpec, build_data
 
@@ -80,7 +80,7 @@ def weirdml_sandbox(pytestconfig: pytest.Config, weirdml_settings: Settings) -> 
     try:
         # Opening may build the local sandbox's environment once; its progress lines must show.
         with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
-            sandbox = open_sandbox(weirdml_settings.sandbox, python=weirdml_settings.python)
+            sandbox = open_session_sandbox(weirdml_settings)
     except SandboxError as exc:
         pytest.fail(f"SandboxError: {redact(str(exc))}", pytrace=False)
     yield sandbox
@@ -128,16 +128,11 @@ def weirdml_run(
         weirdml_store.append(record)
         hook.pytest_weirdml_iteration(item=item, record=record)
 
-    gpu = leases.lease(weirdml_settings.gpus)
-    cpus = leases.cpu_share()
+    # The GPU and the cores are leased per execution by the sandbox (sandbox/scale.py).
     settings = LoopSettings(
         iterations=weirdml_settings.iterations,
         time_limit_s=weirdml_settings.time_limit_s,
-        limits=Limits(
-            memory_bytes=weirdml_settings.memory_bytes, results_bytes=weirdml_settings.results_bytes, cpus=cpus
-        ),
-        gpu=gpu,
-        device=leases.describe(gpu) if gpu is not None else leases.describe_cpus(cpus),
+        limits=Limits(memory_bytes=weirdml_settings.memory_bytes, results_bytes=weirdml_settings.results_bytes),
         session=weirdml_settings.session,
         protocol=weirdml_settings.protocol,
     )

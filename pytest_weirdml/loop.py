@@ -154,6 +154,7 @@ def run_task(
             started_at=started_at,
             wall_s=time.monotonic() - clock,
             sandbox=sandbox.name,
+            node=result.node if result else "",
             session=settings.session,
             protocol=settings.protocol,
             data_seed=data.seed,

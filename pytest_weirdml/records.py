@@ -82,6 +82,8 @@ class IterationRecord:
     started_at: str = ""
     wall_s: float = 0.0
     sandbox: str = ""
+    # The Ray node that ran the script ("" for this machine).
+    node: str = ""
     session: str = ""
     # Records from before this field existed were all made under the disclosing prompt.
     protocol: str = "informed"

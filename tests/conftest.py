@@ -3,6 +3,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import write_tiny_task
@@ -38,3 +39,12 @@ def base_args(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> lis
         # Unrelated plugins that happen to be installed only slow every in-test session down.
         *("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark"),
     ]
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Tests marked ``xdist_group`` run on one worker: the Ray tests share one local cluster."""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    return LoadGroupScheduling(config, log)

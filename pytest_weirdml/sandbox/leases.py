@@ -1,13 +1,10 @@
-"""Hardware leases: which GPU and which CPU cores a process's scripts get, and how the system
+"""Hardware: which GPUs this host has, how its cores are cut into shares, and how the system
 prompt names them.
 
-With ``--weirdml-gpus=0,1`` and ``-n 2``, xdist worker ``gw0`` runs every script on GPU 0 and
-``gw1`` on GPU 1; with more workers than GPUs, workers share GPUs round-robin. ``auto`` uses
-every GPU that ``nvidia-smi`` lists; ``none`` runs on the CPU.
-
-CPU cores are split the same way: under ``-n N`` each worker's scripts are pinned to their own
-share of the cores, so two scripts never fight over one core (a script that believes it owns
-every core slows to a crawl when its threads share them with another's).
+``--weirdml-gpus=0,1`` names the GPUs scripts may use; ``auto`` uses every GPU that
+``nvidia-smi`` lists, ``none`` runs on the CPU. Each script holds one of them only while it runs
+(``pool.py``), with its own share of the cores: two scripts never fight over one core (a script
+that believes it owns every core slows to a crawl when its threads share them with another's).
 """
 
 from __future__ import annotations
@@ -42,15 +39,6 @@ def parse(text: str) -> tuple[str, ...]:
     if not all(part.isdigit() for part in gpus):
         raise ValueError(f"--weirdml-gpus must be auto, none or GPU indices like 0,1; got {text!r}")
     return gpus
-
-
-def lease(gpus: tuple[str, ...], worker: str | None = None) -> str | None:
-    """The GPU for this process: one per xdist worker, round-robin."""
-    if not gpus:
-        return None
-    worker = worker if worker is not None else os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
-    return gpus[index % len(gpus)]
 
 
 def describe(gpu: str) -> str:

@@ -1,0 +1,37 @@
+"""Where a session's scripts run: on this host, each holding a slot of the session's pool while
+it runs, or as tasks on a Ray cluster (``--weirdml-ray``).
+
+How to choose ``-n``: a worker spends its time either waiting on its model (latency L) or on its
+script (run time E), so W workers keep about ``W * E / (L + E)`` slots busy. To keep G GPUs busy
+take ``-n`` of at least ``G * (L + E) / E`` plus a few: 2G+2 when the model takes as long as the
+script, more for slow reasoning models. Extra workers only wait for a slot; they hold nothing.
+"""
+
+from __future__ import annotations
+
+from pytest_weirdml.config import Settings
+from pytest_weirdml.sandbox import Sandbox
+from pytest_weirdml.sandbox.choose import open_sandbox
+from pytest_weirdml.sandbox.leased import LeasedSandbox
+from pytest_weirdml.sandbox.pool import SlotPool, cpu_slots, default_shares, gpu_slots
+
+
+def local_pool(settings: Settings) -> SlotPool:
+    """The session's slots on this host: its GPUs, else shares of its cores."""
+    slots = gpu_slots(settings.gpus) if settings.gpus else cpu_slots(default_shares(settings.cores_per_script))
+    return SlotPool(settings.session_dir, slots)
+
+
+def open_session_sandbox(settings: Settings) -> Sandbox:
+    """The sandbox the session's items share; raises ``SandboxError`` naming the fix."""
+    if settings.ray:
+        from pytest_weirdml.sandbox.ray_cluster import RaySandbox
+
+        return RaySandbox(
+            settings.ray,
+            backend=settings.sandbox,
+            python=settings.python,
+            cores_per_script=settings.cores_per_script or 1,
+            session_dir=settings.session_dir,
+        )
+    return LeasedSandbox(open_sandbox(settings.sandbox, python=settings.python), local_pool(settings))
