@@ -76,16 +76,16 @@ def _bar_distance(centre: np.ndarray, length: float, angle: float) -> np.ndarray
 
 def _place(rng: np.random.Generator, radii: list[float]) -> list[np.ndarray] | None:
     """Centres for discs of these radii, inside the picture and GAP apart; None if stuck."""
-    centres: list[np.ndarray] = []
-    for r in radii:
-        for _ in range(200):
-            c = rng.uniform(r + 0.5, SIZE - r - 0.5, size=2)
-            if all(np.hypot(*(c - o)) >= r + ro + GAP for o, ro in zip(centres, radii, strict=False)):
-                centres.append(c)
-                break
-        else:
+    centres = np.empty((0, 2))
+    for k, r in enumerate(radii):
+        # Try 512 random spots at once and keep the first that is clear of the discs placed so far.
+        spots = rng.uniform(r + 0.5, SIZE - r - 0.5, size=(512, 2))
+        dist = np.hypot(*(spots[:, None, :] - centres[None, :, :]).transpose(2, 0, 1))
+        clear = np.all(dist >= r + np.asarray(radii[:k]) + GAP, axis=1)
+        if not clear.any():
             return None
-    return centres
+        centres = np.vstack([centres, spots[np.argmax(clear)]])
+    return list(centres)
 
 
 def _background(rng: np.random.Generator) -> np.ndarray:
