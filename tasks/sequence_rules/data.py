@@ -1,8 +1,9 @@
 """Short integer sequences, each made by one of eight hidden rule families; the label is the family.
 
-Every sequence has 12 terms and runs upwards or downwards (even odds); its lowest term (its
-first before a downward run is reversed) is drawn log-uniformly in [500, 30000], except for the
-growing families 2 and 3, which start lower. Each family draws its own parameters per sequence:
+Every sequence has 12 terms and runs upwards or downwards (even odds). Each is made upwards from
+a start drawn log-uniformly in [500, 30000] (families 2 and 3 start lower) and reversed to run
+downwards, except the digit-sum walk, which walks down from its start. Each family draws its own
+parameters per sequence:
 
 0. random walk: independent steps from a range drawn per sequence;
 1. periodic steps: the steps repeat a pattern of 3 to 6 values drawn from such a range;
