@@ -1,0 +1,158 @@
+"""Small colour pictures whose label is the parity of three hidden yes/no properties.
+
+Every 32x32 picture shows one outlined shape, one bar and a few dots over a noisy background,
+none of them touching. Six binary factors are drawn independently per picture:
+
+- relevant: the shape is a square outline (else a ring); the shape is cool-coloured (else warm);
+  the number of dots is odd;
+- distractors: the bar stands upright (else lies flat); the bar is cool-coloured (else warm);
+  the dots are large (else small).
+
+The label is the XOR of the three relevant factors, so no single factor, nor any pair, says
+anything about it. Everything else varies continuously and carries no signal: positions, the
+shape's size, stroke and rotation, the bar's length and tilt, the exact hues, the dots' colours,
+the background's tint, gradient and noise level.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+SIZE = 32
+N_TRAIN = 2000
+N_TEST = 1000
+FACTORS = ("square", "shape_cool", "odd_dots", "bar_upright", "bar_cool", "large_dots")
+RELEVANT = (0, 1, 2)
+DOTS = {0: (2, 4, 6), 1: (1, 3, 5)}  # dot counts by parity
+SHAPE_RADIUS = (4.5, 7.0)  # ring radius; a square's half-side is 0.85 of it, for a similar area
+STROKE = (1.1, 1.8)
+BAR_LENGTH = (7.0, 11.0)
+BAR_WIDTH = (1.4, 2.2)
+BAR_TILT = np.radians(25.0)  # largest tilt away from flat or upright
+DOT_RADIUS = {0: (0.9, 1.25), 1: (1.6, 2.0)}
+GAP = 2.5  # least distance between the discs that hold two objects, so no two objects touch
+# Hue ranges in degrees: warm (reds, oranges, yellows) and cool (cyans, blues, violets).
+HUES = {0: (-25.0, 55.0), 1: (175.0, 255.0)}
+
+_YY, _XX = np.mgrid[0:SIZE, 0:SIZE].astype(np.float64) + 0.5
+
+
+def _hsv_to_rgb(hue_deg: float, sat: float, val: float) -> np.ndarray:
+    h = (hue_deg % 360.0) / 60.0
+    c = val * sat
+    x = c * (1 - abs(h % 2 - 1))
+    rgb = [(c, x, 0), (x, c, 0), (0, c, x), (0, x, c), (x, 0, c), (c, 0, x)][int(h) % 6]
+    return np.array(rgb) + (val - c)
+
+
+def _colour(rng: np.random.Generator, cool: int) -> np.ndarray:
+    return _hsv_to_rgb(rng.uniform(*HUES[cool]), rng.uniform(0.65, 1.0), rng.uniform(0.75, 1.0))
+
+
+def _coverage(distance: np.ndarray) -> np.ndarray:
+    """Anti-aliased coverage of a pixel whose centre lies ``distance`` outside an edge."""
+    return np.clip(0.5 - distance, 0.0, 1.0)
+
+
+def _shape_distance(square: int, centre: np.ndarray, radius: float, angle: float) -> np.ndarray:
+    u, v = _XX - centre[0], _YY - centre[1]
+    if not square:
+        return np.hypot(u, v) - radius
+    ca, sa = np.cos(angle), np.sin(angle)
+    ru, rv = ca * u + sa * v, -sa * u + ca * v
+    return np.maximum(np.abs(ru), np.abs(rv)) - 0.85 * radius
+
+
+def _bar_distance(centre: np.ndarray, length: float, angle: float) -> np.ndarray:
+    """Distance from the bar's axis segment."""
+    d = np.array([np.cos(angle), np.sin(angle)])
+    u, v = _XX - centre[0], _YY - centre[1]
+    t = np.clip(u * d[0] + v * d[1], -length / 2, length / 2)
+    return np.hypot(u - t * d[0], v - t * d[1])
+
+
+def _place(rng: np.random.Generator, radii: list[float]) -> list[np.ndarray] | None:
+    """Centres for discs of these radii, inside the picture and GAP apart; None if stuck."""
+    centres = np.empty((0, 2))
+    for k, r in enumerate(radii):
+        # Try 512 random spots at once and keep the first that is clear of the discs placed so far.
+        spots = rng.uniform(r + 0.5, SIZE - r - 0.5, size=(512, 2))
+        dist = np.hypot(*(spots[:, None, :] - centres[None, :, :]).transpose(2, 0, 1))
+        clear = np.all(dist >= r + np.asarray(radii[:k]) + GAP, axis=1)
+        if not clear.any():
+            return None
+        centres = np.vstack([centres, spots[np.argmax(clear)]])
+    return list(centres)
+
+
+def _background(rng: np.random.Generator) -> np.ndarray:
+    base = _hsv_to_rgb(rng.uniform(0, 360), rng.uniform(0.0, 0.5), rng.uniform(0.08, 0.35))
+    angle = rng.uniform(0, 2 * np.pi)
+    ramp = ((_XX - SIZE / 2) * np.cos(angle) + (_YY - SIZE / 2) * np.sin(angle)) / SIZE
+    image = base + rng.uniform(0.0, 0.15) * ramp[..., None]
+    return image + rng.normal(0.0, rng.uniform(0.015, 0.05), size=(SIZE, SIZE, 3))
+
+
+class Scene(NamedTuple):
+    """Where the objects of one picture sit: the shape, the bar, then the dots."""
+
+    centres: np.ndarray  # (2 + dots, 2) as (x, y) in pixels
+    extents: np.ndarray  # (2 + dots,) radius of the disc that holds each object
+
+
+def picture(rng: np.random.Generator, f: np.ndarray) -> tuple[np.ndarray, Scene]:
+    """One (SIZE, SIZE, 3) uint8 picture with the factors ``f``, and its layout."""
+    square, shape_cool, odd, upright, bar_cool, large = (int(v) for v in f)
+    radius = rng.uniform(*SHAPE_RADIUS)
+    stroke = rng.uniform(*STROKE)
+    length = rng.uniform(*BAR_LENGTH)
+    width = rng.uniform(*BAR_WIDTH)
+    n_dots = int(rng.choice(DOTS[odd]))
+    dot_r = rng.uniform(*DOT_RADIUS[large], size=n_dots)
+    # A square's corners reach further than its half-side.
+    extents = [radius * (1.2 if square else 1.0) + stroke / 2, length / 2 + width / 2, *(dot_r + 0.3)]
+    while (centres := _place(rng, extents)) is None:
+        pass
+    shape = np.abs(_shape_distance(square, centres[0], radius, rng.uniform(0, np.pi / 2))) - stroke / 2
+    tilt = np.pi / 2 * upright + rng.uniform(-BAR_TILT, BAR_TILT)
+    layers = [
+        (_coverage(shape), _colour(rng, shape_cool)),
+        (_coverage(_bar_distance(centres[1], length, tilt) - width / 2), _colour(rng, bar_cool)),
+    ]
+    for c, r in zip(centres[2:], dot_r, strict=True):
+        dot_colour = _hsv_to_rgb(rng.uniform(0, 360), rng.uniform(0.0, 0.8), rng.uniform(0.75, 1.0))
+        layers.append((_coverage(np.hypot(_XX - c[0], _YY - c[1]) - r), dot_colour))
+    image = _background(rng)
+    for alpha, colour in layers:
+        image = image * (1 - alpha[..., None]) + colour * alpha[..., None]
+    image = np.clip(np.round(image * 255), 0, 255).astype(np.uint8)
+    return image, Scene(np.array(centres), np.array(extents))
+
+
+def factors(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(n, 6) independent fair factors whose relevant parity gives exactly balanced labels."""
+    labels = rng.permutation(np.arange(n) % 2)
+    f = rng.integers(0, 2, size=(n, len(FACTORS)))
+    # The last relevant factor is set so that the parity equals the label; it stays a fair coin.
+    f[:, RELEVANT[-1]] = labels ^ np.bitwise_xor.reduce(f[:, RELEVANT[:-1]], axis=1)
+    return f, labels
+
+
+def _split(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    f, labels = factors(rng, n)
+    images = np.stack([picture(rng, row)[0] for row in f])
+    return images, labels.astype(np.int64), f
+
+
+def build(out: Path, seed: int, *, n_train: int = N_TRAIN, n_test: int = N_TEST) -> np.ndarray:
+    """Write train_data.npy, train_labels.npy and test_data.npy; return the test labels."""
+    train_seq, test_seq = np.random.SeedSequence([seed, 0x9A21]).spawn(2)
+    train_x, train_y, _ = _split(np.random.default_rng(train_seq), n_train)
+    test_x, test_y, _ = _split(np.random.default_rng(test_seq), n_test)
+    np.save(out / "train_data.npy", train_x, allow_pickle=False)
+    np.save(out / "train_labels.npy", train_y, allow_pickle=False)
+    np.save(out / "test_data.npy", test_x, allow_pickle=False)
+    return test_y
