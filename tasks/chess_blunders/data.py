@@ -1,14 +1,15 @@
 """Chess positions from amateur games, each with a candidate move: is the move a blunder?
 
 Positions come from games played like chess_winners plays them (its weak simulated players and
-opening book, imported from tasks/chess_winners/data.py). At a few random plies of each game a
-candidate move is drawn, half the time the move a weak player would choose there and half the
-time a random legal move. Stockfish judges it at a fixed depth: a blunder loses at least
-BLUNDER_CP centipawns against the best move; a move that loses at most SAFE_CP is not one;
-moves in between are never candidates. A verdict must already hold at CHECK_DEPTH, so that
-every label is one that deeper search confirms rather than a coin flip of the horizon.
-Each position's class is drawn before its candidate is searched for, and each split keeps the
-first n/2 samples of each class in game order, so both classes are exactly balanced.
+opening book, imported from tasks/chess_winners/data.py), at three random plies of each game.
+A candidate move is drawn there, half the time the move a weak player would choose and half
+the time a random legal move. Stockfish judges it at a fixed depth (DEPTH, one thread, a fixed
+hash cleared before every position): a blunder loses at least BLUNDER_CP centipawns against the
+best move; a move that loses at most SAFE_CP is not one; moves in between are never candidates.
+The verdict must be the same at CHECK_DEPTH, so no label is an accident of one search horizon.
+Each position first draws which class it looks for, then tries up to TRIES candidates; each
+split keeps the first n/2 samples of each class in game order, so the classes are exactly
+balanced, and the test split never repeats a training position.
 """
 
 from __future__ import annotations
@@ -44,10 +45,15 @@ SAFE_CP = 50
 # Evaluations are clipped here (mates included); positions already decided beyond it are skipped.
 CLIP_CP = 1000
 HASH_MB = 2
-TRIES = 6  # candidate moves searched per position before giving it up
+TRIES = 8  # candidate moves searched per position before giving it up
+# Random candidates are more often blunders than not, so more positions look for a safe move.
+SAFE_TARGET_P = 0.65
 STOPS = ((12, 30), (10, 25), (10, 25))  # first sampled ply, then gaps to the next ones
-BATCH = 64  # games per round of the pool; results never depend on it
+BATCH = 32  # games per round of the pool after the first; results never depend on it
+FIRST_ROUND = 0.7  # games per sample in the first round, a little under what a split needs
 SPLITS = {"train": 1, "test": 2}
+# Labels are the engine's verdicts, so one seed gives one data set only with one engine version.
+STOCKFISH_VERSION = "Stockfish 15.1"
 STOCKFISH_PATHS = ("/usr/games/stockfish", "/usr/bin/stockfish", "/usr/local/bin/stockfish")
 
 
@@ -66,15 +72,6 @@ def _load_chess_winners() -> Any:
 
 
 cw = _load_chess_winners()
-
-
-def stockfish_path() -> str:
-    found = shutil.which("stockfish") or next((p for p in STOCKFISH_PATHS if os.access(p, os.X_OK)), None)
-    if chess is None:
-        raise DataUnavailable("the chess_blunders task needs the 'chess' package: pip install chess")
-    if found is None:
-        raise DataUnavailable("the chess_blunders task needs the Stockfish engine: apt-get install stockfish")
-    return found
 
 
 class Sample(NamedTuple):
@@ -98,6 +95,7 @@ class Engine:
             [path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1
         )
         self._send("uci")
+        self.name = self._wait("id name")[len("id name ") :].strip()
         self._wait("uciok")
         self._send(f"setoption name Threads value 1\nsetoption name Hash value {HASH_MB}")
         self.new_position()
@@ -114,8 +112,8 @@ class Engine:
         raise RuntimeError(f"Stockfish exited before answering {token!r}")
 
     def new_position(self) -> None:
-        self._send("ucinewgame\nisready")
-        self._wait("readyok")
+        # The engine reads its commands in order, so the next search waits for the clearing by itself.
+        self._send("ucinewgame")
 
     def score(self, fen: str, depth: int, move: str | None = None) -> int:
         """Centipawns for the side to move (mates as +-100000 minus the distance), clipped later."""
@@ -137,6 +135,23 @@ class Engine:
             self._send("quit")
             self._proc.stdin.close()  # type: ignore[union-attr]
             self._proc.wait()
+
+
+def find_stockfish() -> str:
+    """The engine's path, once it is known to be the version the labels are defined by."""
+    if chess is None:
+        raise DataUnavailable("the chess_blunders task needs the 'chess' package: pip install chess")
+    path = shutil.which("stockfish") or next((p for p in STOCKFISH_PATHS if os.access(p, os.X_OK)), None)
+    if path is None:
+        raise DataUnavailable("the chess_blunders task needs the Stockfish engine: apt-get install stockfish")
+    engine = Engine(path)
+    engine.quit()
+    if engine.name != STOCKFISH_VERSION:
+        raise DataUnavailable(
+            f"the chess_blunders labels are {STOCKFISH_VERSION}'s verdicts, but {path} is {engine.name}: "
+            f"install {STOCKFISH_VERSION} (Debian 12's package: apt-get install stockfish=15.1-4)"
+        )
+    return path
 
 
 _ENGINE: Engine | None = None
@@ -192,7 +207,7 @@ def _game_job(args: tuple[int, int, int]) -> list[Sample]:
     rng = random.Random(int(np.random.SeedSequence((seed, split, g)).generate_state(2, np.uint64)[0]))
     out = []
     for board in _positions(rng):
-        target = int(rng.random() < 0.5)
+        target = int(rng.random() >= SAFE_TARGET_P)
         fen = board.fen()
         _ENGINE.new_position()
         shallow_best = _ENGINE.score(fen, CHECK_DEPTH)
@@ -221,25 +236,55 @@ def _game_job(args: tuple[int, int, int]) -> list[Sample]:
     return out
 
 
-def generate(seed: int, split: str, n: int, workers: int | None = None) -> list[Sample]:
-    """``n`` samples, half blunders, in game order; each game depends only on (seed, split, index)."""
-    path = stockfish_path()
-    workers = workers or len(os.sched_getaffinity(0)) or 1
-    ctx = multiprocessing.get_context("fork")
+def _key(fen: str) -> str:
+    """A position without its move counters: the same position reached in two games."""
+    return " ".join(fen.split()[:4])
+
+
+def _select(samples: list[Sample], n: int, exclude: set[str]) -> list[Sample] | None:
+    """The first n/2 samples of each class in game order, skipping positions already used."""
     by_class: dict[int, list[Sample]] = {0: [], 1: []}
-    start = 0
-    with ctx.Pool(workers, initializer=_start_engine, initargs=(path,)) as pool:
-        while min(len(v) for v in by_class.values()) < n // 2:
-            jobs = [(seed, SPLITS[split], g) for g in range(start, start + BATCH)]
-            for samples in pool.map(_game_job, jobs, chunksize=2):
-                for s in samples:
-                    by_class[s.label].append(s)
-            start += BATCH
+    seen = set(exclude)
+    for s in samples:
+        if _key(s.fen) not in seen and len(by_class[s.label]) < n // 2 + s.label * (n % 2):
+            seen.add(_key(s.fen))
+            by_class[s.label].append(s)
+    if len(by_class[0]) + len(by_class[1]) < n:
+        return None
+    return by_class[0] + by_class[1]
+
+
+def generate(seed: int, sizes: dict[str, int], workers: int | None = None) -> dict[str, list[Sample]]:
+    """``sizes[split]`` samples per split, half of them blunders, shuffled.
+
+    Each game depends only on (seed, split, game index), so neither the worker count nor the
+    batch size changes anything. Test positions never repeat a training position.
+    """
+    path = find_stockfish()
+    workers = workers or len(os.sched_getaffinity(0)) or 1
+    found: dict[str, list[Sample]] = {split: [] for split in sizes}
+    chosen: dict[str, list[Sample] | None] = {split: None for split in sizes}
+    games = 0
+    with multiprocessing.get_context("fork").Pool(workers, initializer=_start_engine, initargs=(path,)) as pool:
+        while any(c is None for c in chosen.values()):
+            short = [split for split in sizes if chosen[split] is None]
+            more = BATCH if games else max(int(FIRST_ROUND * max(sizes.values())), BATCH)
+            jobs = [(seed, SPLITS[split], g) for split in short for g in range(games, games + more)]
+            for (_, code, _), samples in zip(jobs, pool.map(_game_job, jobs, chunksize=2), strict=True):
+                found[next(k for k, v in SPLITS.items() if v == code)] += samples
+            games += more
+            used: set[str] = set()
+            for split in sizes:  # in order, so a later split avoids the positions of the earlier ones
+                chosen[split] = _select(found[split], sizes[split], used)
+                used |= {_key(s.fen) for s in chosen[split] or []}
         pool.close()
         pool.join()
-    chosen = by_class[0][: n // 2] + by_class[1][: n - n // 2]
-    order = np.random.default_rng((seed, SPLITS[split], 99)).permutation(len(chosen))
-    return [chosen[i] for i in order]
+    out = {}
+    for split, samples in chosen.items():
+        assert samples is not None
+        order = np.random.default_rng((seed, SPLITS[split], 99)).permutation(len(samples))
+        out[split] = [samples[i] for i in order]
+    return out
 
 
 def _csv(samples: list[Sample]) -> str:
@@ -251,8 +296,8 @@ def _csv(samples: list[Sample]) -> str:
 
 
 def build(out: Path, seed: int, n_train: int = N_TRAIN, n_test: int = N_TEST, workers: int | None = None) -> np.ndarray:
-    train = generate(seed, "train", n_train, workers)
-    test = generate(seed, "test", n_test, workers)
+    samples = generate(seed, {"train": n_train, "test": n_test}, workers)
+    train, test = samples["train"], samples["test"]
     (out / "train_positions.csv").write_text(_csv(train), encoding="utf-8")
     np.save(out / "train_labels.npy", np.array([s.label for s in train], dtype=np.int64))
     (out / "test_positions.csv").write_text(_csv(test), encoding="utf-8")

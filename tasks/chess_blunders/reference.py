@@ -240,7 +240,13 @@ def features(row: tuple[str, str]) -> list[float]:
             gives_check = in_check(board, -side)
         unmake(board, side, ep, frm, to, promo, captured)
         out += [clip(best) - clip(cand), clip(best) - stand, clip(cand) - stand]
-    return out + [piece, victim, promo, gives_check, stand, in_check(board, side)]
+    # One ply deeper for the candidate alone: the reply it allows and our best answer to it (forks,
+    # pins and mating threats show here); the best move's own value stays the 2-ply one.
+    captured, new_ep, gain = make(board, side, ep, frm, to, promo)
+    cand3 = -search(board, -side, new_ep, 2, -MATE - 1, MATE + 1, -(stand + gain))
+    unmake(board, side, ep, frm, to, promo, captured)
+    out += [clip(best) - clip(cand3), clip(cand3) - stand]
+    return [*out, piece, victim, promo, gives_check, stand, in_check(board, side)]
 
 
 def extract(rows: list[tuple[str, str]], pool: multiprocessing.pool.Pool, deadline: float) -> np.ndarray:

@@ -19,12 +19,12 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
-from pytest_weirdml.tasks import build_data, load_task  # noqa: E402
+from pytest_weirdml.tasks import build_data, load_task
 
 TASK_DIR = Path(__file__).resolve().parent
 Arrays = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -118,7 +118,9 @@ def main() -> int:
     for name in args.only or list(LEARNERS):
         start = time.perf_counter()
         preds = LEARNERS[name]((x, y, xt), args.epochs)
-        print(f"{name}: test accuracy {np.mean(preds == answers):.3f} ({time.perf_counter() - start:.0f} s)", flush=True)
+        print(
+            f"{name}: test accuracy {np.mean(preds == answers):.3f} ({time.perf_counter() - start:.0f} s)", flush=True
+        )
     return 0
 
 

@@ -67,7 +67,9 @@ def shift(x: torch.Tensor, max_shift: int = 1) -> torch.Tensor:
     pad = F.pad(x, (max_shift,) * 4, mode="replicate")
     dy = torch.randint(0, 2 * max_shift + 1, (b,), device=x.device)
     dx = torch.randint(0, 2 * max_shift + 1, (b,), device=x.device)
-    rows = (dy[:, None] + torch.arange(H, device=x.device)[None, :])[:, None, :, None].expand(b, 1, H, W + 2 * max_shift)
+    rows = (dy[:, None] + torch.arange(H, device=x.device)[None, :])[:, None, :, None].expand(
+        b, 1, H, W + 2 * max_shift
+    )
     out = pad.gather(2, rows)
     cols = (dx[:, None] + torch.arange(W, device=x.device)[None, :])[:, None, None, :].expand(b, 1, H, W)
     return out.gather(3, cols)
@@ -141,7 +143,8 @@ while elapsed() < source_end:
 
 adapt_batchnorm(model, XT)
 probs = predict(model, XT)
-print(f"after batch-norm adaptation: test class shares {np.round(np.bincount(probs.argmax(1).cpu().numpy(), minlength=6) / n_test, 3)}")
+shares = np.bincount(probs.argmax(1).cpu().numpy(), minlength=N_CLASSES) / n_test
+print(f"after batch-norm adaptation: test class shares {np.round(shares, 3)}")
 
 # Self-training: the training images keep the classes anchored; confident test images, with
 # their own predicted labels, teach the network the new style. Each round trusts a larger share.
@@ -176,9 +179,13 @@ while elapsed() < BUDGET_S:
     new = predict(model, XT)
     changed = (new.argmax(1) != probs.argmax(1)).float().mean().item()
     probs = new
-    print(f"self-training round {rounds}: {len(sel)} test images used, {changed:.3f} changed ({elapsed():.1f} s)", flush=True)
+    print(
+        f"self-training round {rounds}: {len(sel)} test images used, {changed:.3f} changed ({elapsed():.1f} s)",
+        flush=True,
+    )
 
 preds = probs.argmax(1).cpu().numpy() + 1
 os.makedirs("results", exist_ok=True)
 np.savetxt("results/test_preds.txt", preds, fmt="%d")
-print(f"wrote {len(preds)} predictions, shares {np.round(np.bincount(preds, minlength=7)[1:] / len(preds), 3)} ({elapsed():.1f} s)")
+shares = np.bincount(preds, minlength=N_CLASSES + 1)[1:] / len(preds)
+print(f"wrote {len(preds)} predictions, shares {np.round(shares, 3)} ({elapsed():.1f} s)")
