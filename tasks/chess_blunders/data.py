@@ -280,10 +280,10 @@ def generate(seed: int, sizes: dict[str, int], workers: int | None = None) -> di
         pool.close()
         pool.join()
     out = {}
-    for split, samples in chosen.items():
-        assert samples is not None
-        order = np.random.default_rng((seed, SPLITS[split], 99)).permutation(len(samples))
-        out[split] = [samples[i] for i in order]
+    for split, picked in chosen.items():
+        assert picked is not None
+        order = np.random.default_rng((seed, SPLITS[split], 99)).permutation(len(picked))
+        out[split] = [picked[i] for i in order]
     return out
 
 
