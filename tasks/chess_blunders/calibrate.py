@@ -1,0 +1,154 @@
+"""First-try learners for chess_blunders: what a capable generalist writes before finding the structure.
+
+    python tasks/chess_blunders/calibrate.py [--seed N] [--only gbm]
+
+Builds the task's data for the seed (into the usual data cache), encodes each row the generic
+way (one-hot board of 12 piece planes x 64 squares, side to move, promotion, one-hot from and
+to squares, moving and captured piece type; the CNN reads the board, the two squares and the
+side to move as planes) and prints each learner's test accuracy beside chance (the majority
+class share). The learners do a fixed amount of work, whatever the machine's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np
+
+from pytest_weirdml.tasks import build_data, load_task
+
+TASK_DIR = Path(__file__).resolve().parent
+PIECES = "PNBRQKpnbrqk"
+
+
+def encode(fen: str, move: str) -> np.ndarray:
+    placement, turn = fen.split()[:2]
+    board = np.zeros((12, 64), np.float32)
+    at: dict[int, str] = {}
+    square = 56  # FEN starts at a8
+    for ch in placement:
+        if ch == "/":
+            square -= 16
+        elif ch.isdigit():
+            square += int(ch)
+        else:
+            board[PIECES.index(ch), square] = 1
+            at[square] = ch
+            square += 1
+    frm = ord(move[0]) - 97 + 8 * (int(move[1]) - 1)
+    to = ord(move[2]) - 97 + 8 * (int(move[3]) - 1)
+    one_hot = np.zeros(64 + 64 + 6 + 7, np.float32)
+    one_hot[frm] = 1
+    one_hot[64 + to] = 1
+    one_hot[128 + "pnbrqk".index(at[frm].lower())] = 1
+    one_hot[134 + ("pnbrqk".index(at[to].lower()) if to in at else 6)] = 1
+    return np.concatenate([board.ravel(), [turn == "w", len(move) == 5], one_hot])
+
+
+def _rows(path: Path) -> np.ndarray:
+    with path.open(newline="") as f:
+        return np.array([encode(r["fen"], r["move"]) for r in csv.DictReader(f)])
+
+
+def gbm(x: np.ndarray, y: np.ndarray, xt: np.ndarray) -> np.ndarray:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    return HistGradientBoostingClassifier(max_iter=300, learning_rate=0.05, random_state=0).fit(x, y).predict(xt)
+
+
+def mlp(x: np.ndarray, y: np.ndarray, xt: np.ndarray) -> np.ndarray:
+    from sklearn.neural_network import MLPClassifier
+
+    model = MLPClassifier((256, 64), max_iter=300, early_stopping=True, random_state=0)
+    return model.fit(x, y).predict(xt)
+
+
+def logreg(x: np.ndarray, y: np.ndarray, xt: np.ndarray) -> np.ndarray:
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(C=0.1, max_iter=2000).fit(x, y).predict(xt)
+
+
+def cnn(x: np.ndarray, y: np.ndarray, xt: np.ndarray) -> np.ndarray:
+    """A small convolutional network on 15 planes: 12 piece planes, from and to square, side to move."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    def planes(rows: np.ndarray) -> torch.Tensor:
+        stacked = np.concatenate([rows[:, :768], rows[:, 770:898], np.repeat(rows[:, 768:769], 64, 1)], 1)
+        return torch.from_numpy(stacked.reshape(-1, 15, 8, 8).astype(np.float32))
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    X, Y, XT = planes(x), torch.from_numpy(y), planes(xt)
+    net = nn.Sequential(
+        nn.Conv2d(15, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(64, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Dropout(0.3),
+        nn.Linear(64 * 64, 64),
+        nn.ReLU(),
+        nn.Linear(64, 2),
+    )
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3, weight_decay=1e-2)
+    for _ in range(30):
+        net.train()
+        perm = torch.randperm(len(X))
+        for i in range(0, len(X), 64):
+            idx = perm[i : i + 64]
+            loss = F.cross_entropy(net(X[idx]), Y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    net.eval()
+    with torch.no_grad():
+        return net(XT).argmax(1).numpy()
+
+
+LEARNERS: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]] = {
+    "gbm": gbm,
+    "mlp": mlp,
+    "logreg": logreg,
+    "cnn": cnn,
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seed", type=int, default=None, help="data seed (default: the task's own)")
+    parser.add_argument("--only", action="append", choices=sorted(LEARNERS), help="run only these learners")
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "pytest-weirdml" / "data")
+    args = parser.parse_args()
+    spec = load_task(TASK_DIR)
+    if args.seed is not None:
+        spec = dataclasses.replace(spec, seed=args.seed)
+    start = time.perf_counter()
+    data = build_data(spec, args.cache)
+    print(f"data seed {spec.seed}: {data.root} ({time.perf_counter() - start:.1f} s)")
+    x = _rows(data.public_dir / "train_positions.csv")
+    y = np.load(data.public_dir / "train_labels.npy")
+    xt = _rows(data.public_dir / "test_positions.csv")
+    answers = data.answers()
+    print(f"chance (majority class of the test answers): {np.bincount(answers).max() / len(answers):.3f}")
+    for name in args.only or list(LEARNERS):
+        start = time.perf_counter()
+        preds = LEARNERS[name](x, y, xt)
+        print(
+            f"{name}: test accuracy {np.mean(preds == answers):.3f} ({time.perf_counter() - start:.0f} s)", flush=True
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

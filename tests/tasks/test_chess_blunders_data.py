@@ -1,0 +1,173 @@
+from __future__ import annotations
+
+import csv
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from checks import assert_answers_not_in_public_files
+
+from pytest_weirdml.errors import DataUnavailable
+from pytest_weirdml.tasks import TaskData, load_builder, load_task
+
+chess = pytest.importorskip("chess")
+
+NAME = "chess_blunders"
+TASK_DIR = Path(__file__).resolve().parents[2] / "tasks" / NAME
+N = 1000
+UCI = re.compile(r"^[a-h][1-8][a-h][1-8][nbrq]?$")
+
+
+@pytest.fixture(scope="module")
+def module() -> Any:
+    return sys.modules[load_builder(load_task(TASK_DIR)).__module__]
+
+
+@pytest.fixture(scope="module")
+def data(built: Callable[[str], TaskData], module: Any) -> TaskData:
+    try:
+        module.find_stockfish()
+    except DataUnavailable as exc:
+        pytest.skip(str(exc))
+    return built(NAME)
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="ascii") as f:
+        reader = csv.DictReader(f)
+        assert reader.fieldnames == ["fen", "move"]
+        return list(reader)
+
+
+def _small(builder: Callable[..., np.ndarray], out: Path, seed: int, workers: int) -> dict[str, Any]:
+    out.mkdir()
+    answers = builder(out, seed, n_train=24, n_test=16, workers=workers)
+    return {"answers": answers, **{p.name: p.read_bytes() for p in out.iterdir()}}
+
+
+def test_spec_and_prompt() -> None:
+    spec = load_task(TASK_DIR)
+    assert spec.name == NAME and spec.time_limit_s == 120
+    assert set(spec.markers) == {"chess", "tabular"}
+    blocks = re.findall(r"```python\n(.*?)```", spec.prompt, re.S)
+    assert len(blocks) == 1 and spec.prompt.count("```") == 2
+    for name in spec.public_files:
+        assert name in blocks[0]
+    assert 'np.savetxt("results/test_preds.txt", preds, fmt="%d")' in blocks[0]
+
+
+def test_files_shapes_and_dtypes(data: TaskData) -> None:
+    spec = load_task(TASK_DIR)
+    assert sorted(p.name for p in data.public_dir.iterdir()) == sorted(spec.public_files)
+    for name in ("train_positions.csv", "test_positions.csv"):
+        raw = (data.public_dir / name).read_bytes()
+        assert raw.endswith(b"\n") and b"\r" not in raw
+        assert len(_rows(data.public_dir / name)) == N
+    labels = np.load(data.public_dir / "train_labels.npy", allow_pickle=False)
+    assert labels.shape == (N,) and labels.dtype == np.int64
+    answers = data.answers()
+    assert answers.shape == (N,) and np.issubdtype(answers.dtype, np.integer)
+
+
+def test_positions_and_moves_are_legal(data: TaskData) -> None:
+    plies, sides = [], []
+    for name in ("train_positions.csv", "test_positions.csv"):
+        for row in _rows(data.public_dir / name):
+            board = chess.Board(row["fen"])
+            assert board.is_valid() and board.fen() == row["fen"]
+            assert UCI.match(row["move"]) and chess.Move.from_uci(row["move"]) in board.legal_moves
+            plies.append(board.ply())
+            sides.append(board.turn)
+    # Positions come from the opening to the middle game, with both sides to move.
+    assert min(plies) >= 12 and 20 <= np.median(plies) <= 60
+    assert 0.35 < np.mean(sides) < 0.65
+
+
+def test_classes_exactly_balanced(data: TaskData) -> None:
+    labels = np.load(data.public_dir / "train_labels.npy")
+    for y in (labels, data.answers()):
+        assert set(np.unique(y)) == {0, 1}
+        assert np.bincount(y).tolist() == [N // 2, N // 2]
+
+
+def test_no_test_position_repeats_a_training_position(data: TaskData) -> None:
+    def key(fen: str) -> str:
+        return " ".join(fen.split()[:4])
+
+    train = {key(r["fen"]) for r in _rows(data.public_dir / "train_positions.csv")}
+    test = [key(r["fen"]) for r in _rows(data.public_dir / "test_positions.csv")]
+    assert len(train) == N and len(set(test)) == N
+    assert not train & set(test)
+
+
+def test_labels_agree_with_a_fresh_stockfish_search(data: TaskData, module: Any) -> None:
+    """A fresh engine (another hash history) confirms the verdicts of a sample of test rows: blunders
+    lose at least 150 centipawns at the labelling depth, the others at most 100."""
+    rows = _rows(data.public_dir / "test_positions.csv")
+    answers = data.answers()
+    engine = module.Engine(module.find_stockfish())
+    try:
+        agree = 0
+        picks = np.random.default_rng(0).choice(N, size=40, replace=False)
+        for i in picks:
+            engine.new_position()
+            best = engine.score(rows[i]["fen"], module.DEPTH)
+            cand = max(
+                -module.CLIP_CP, min(module.CLIP_CP, engine.score(rows[i]["fen"], module.DEPTH, rows[i]["move"]))
+            )
+            loss = best - cand
+            agree += (loss >= 150) if answers[i] == 1 else (loss <= 100)
+    finally:
+        engine.quit()
+    assert agree >= 36
+
+
+def test_build_is_deterministic_whatever_the_workers(module: Any, tmp_path: Path) -> None:
+    builder = load_builder(load_task(TASK_DIR))
+    try:
+        module.find_stockfish()
+    except DataUnavailable as exc:
+        pytest.skip(str(exc))
+    one = _small(builder, tmp_path / "w1", seed=7, workers=1)
+    two = _small(builder, tmp_path / "w2", seed=7, workers=2)
+    other = _small(builder, tmp_path / "s8", seed=8, workers=2)
+    assert one.keys() == two.keys()
+    for name in one:
+        assert np.array_equal(one[name], two[name]) if name == "answers" else one[name] == two[name], name
+    assert other["test_positions.csv"] != one["test_positions.csv"]
+    assert other["train_positions.csv"] != one["train_positions.csv"]
+    assert not np.array_equal(other["answers"], one["answers"])
+    assert np.bincount(one["answers"]).tolist() == [8, 8]
+
+
+def test_answers_not_in_public_files(data: TaskData) -> None:
+    assert_answers_not_in_public_files(data)
+    labels = np.load(data.public_dir / "train_labels.npy")
+    assert not np.array_equal(labels, data.answers())
+    # Neighbouring test rows agree about as often as chance: the order says nothing.
+    answers = data.answers()
+    assert abs(np.mean(answers[1:] == answers[:-1]) - 0.5) < 0.06
+
+
+def test_missing_or_other_stockfish_raises_data_unavailable(module: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    found = module.shutil.which("stockfish") or next((p for p in module.STOCKFISH_PATHS if Path(p).is_file()), None)
+    monkeypatch.setattr(module, "STOCKFISH_PATHS", ())
+    monkeypatch.setattr(module.shutil, "which", lambda name: None)
+    with pytest.raises(DataUnavailable, match="apt-get install stockfish"):
+        module.find_stockfish()
+    if found is None:
+        pytest.skip("no Stockfish here to check the version test against")
+    monkeypatch.setattr(module.shutil, "which", lambda name: found)
+    monkeypatch.setattr(module, "STOCKFISH_VERSION", "Stockfish 0.1")
+    with pytest.raises(DataUnavailable, match=r"install Stockfish 0\.1"):
+        module.find_stockfish()
+
+
+def test_missing_chess_package_raises_data_unavailable(module: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(module, "chess", None)
+    with pytest.raises(DataUnavailable, match="pip install chess"):
+        module.find_stockfish()

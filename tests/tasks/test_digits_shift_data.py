@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from checks import assert_answers_not_in_public_files
+
+from pytest_weirdml.tasks import TaskData, load_builder, load_task
+
+NAME = "digits_shift"
+TASK_DIR = Path(__file__).resolve().parents[2] / "tasks" / NAME
+SHAPES = {
+    "train_data.npy": ((6000, 15, 7, 3), np.uint8),
+    "train_labels.npy": ((6000,), np.int64),
+    "train_styles.npy": ((6000,), np.int64),
+    "test_data.npy": ((1000, 15, 7, 3), np.uint8),
+}
+LUMA = np.array([0.3, 0.59, 0.11])
+
+
+@pytest.fixture(scope="module")
+def data(built) -> TaskData:  # type: ignore[no-untyped-def]
+    return built(NAME)
+
+
+@pytest.fixture(scope="module")
+def module() -> Any:
+    return sys.modules[load_builder(load_task(TASK_DIR)).__module__]
+
+
+def _load(data: TaskData, name: str) -> np.ndarray:
+    return np.load(data.public_dir / name, allow_pickle=False)
+
+
+def _small_build(out: Path, seed: int, **params: Any) -> np.ndarray:
+    out.mkdir()
+    return load_builder(load_task(TASK_DIR))(out, seed, n_train=60, n_test=40, **params)
+
+
+def test_spec() -> None:
+    spec = load_task(TASK_DIR)
+    assert spec.name == NAME
+    assert set(spec.markers) == {"images", "domain_shift", "digits"}
+    assert spec.time_limit_s == 120
+    assert sorted(spec.public_files) == sorted(SHAPES)
+    blocks = re.findall(r"```python\n(.*?)```", spec.prompt, re.S)
+    assert len(blocks) == 1 and spec.prompt.count("```") == 2
+    for name in SHAPES:
+        assert name in spec.prompt and name in blocks[0]
+    assert "results/test_preds.txt" in blocks[0]
+
+
+def test_shapes_and_dtypes(data: TaskData) -> None:
+    assert sorted(p.name for p in data.public_dir.iterdir()) == sorted(SHAPES)
+    for name, (shape, dtype) in SHAPES.items():
+        arr = _load(data, name)
+        assert arr.shape == shape, name
+        assert arr.dtype == dtype, name
+    answers = data.answers()
+    assert answers.shape == (1000,)
+    assert np.issubdtype(answers.dtype, np.integer)
+
+
+def test_labels_and_styles(data: TaskData) -> None:
+    labels, answers, styles = _load(data, "train_labels.npy"), data.answers(), _load(data, "train_styles.npy")
+    assert set(np.unique(labels)) == set(np.unique(answers)) == set(range(1, 7))
+    assert set(np.unique(styles)) == {0, 1, 2}
+    # Digits and training styles are drawn uniformly.
+    for y, k in ((labels, 6), (answers, 6), (styles, 3)):
+        share = np.bincount(y - y.min(), minlength=k) / len(y)
+        assert np.abs(share - 1 / k).max() < 0.05
+    # Every digit appears in every training style.
+    assert len({(int(d), int(s)) for d, s in zip(labels, styles, strict=True)}) == 18
+
+
+def test_determinism_and_fresh_data_per_seed(tmp_path: Path) -> None:
+    a = _small_build(tmp_path / "a", seed=3)
+    b = _small_build(tmp_path / "b", seed=3)
+    c = _small_build(tmp_path / "c", seed=4)
+    assert np.array_equal(a, b)
+    for name in SHAPES:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+        assert (tmp_path / "a" / name).read_bytes() != (tmp_path / "c" / name).read_bytes(), name
+    assert not np.array_equal(a, c)
+
+
+def test_default_build_matches_a_fresh_build(data: TaskData, tmp_path: Path) -> None:
+    spec = load_task(TASK_DIR)
+    answers = load_builder(spec)(tmp_path, spec.seed, **spec.params)
+    assert np.array_equal(answers, data.answers())
+    for name in SHAPES:
+        assert (tmp_path / name).read_bytes() == (data.public_dir / name).read_bytes(), name
+
+
+def test_styles_are_disjoint_and_the_brightness_order_flips(
+    module: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recorded at the renderer: test pictures are all 7-segment displays with light digits; training
+    pictures never are, show dark ink, and their recorded families are the public style codes."""
+    drawn: list[tuple[str, np.ndarray]] = []
+    glyph_mask = module.renderer._glyph_mask
+
+    def recording(rng: np.random.Generator, digit: int, style: str, fonts: Any) -> np.ndarray:
+        mask = glyph_mask(rng, digit, style, fonts)
+        drawn.append((style, mask))
+        return mask
+
+    monkeypatch.setattr(module.renderer, "_glyph_mask", recording)
+    _small_build(tmp_path / "out", seed=5)
+    train_styles = np.load(tmp_path / "out" / "train_styles.npy")
+    assert [s for s, _ in drawn[:60]] == [("font", "hand", "bitmap")[k] for k in train_styles]
+    assert {s for s, _ in drawn[60:]} == {"segment"}
+    images = np.concatenate([np.load(tmp_path / "out" / "train_data.npy"), np.load(tmp_path / "out" / "test_data.npy")])
+    for i, (_, mask) in enumerate(drawn):
+        luma = images[i].astype(np.float64) @ LUMA
+        ink, ground = luma[mask >= 0.6 * mask.max()].mean(), luma[mask < 0.05].mean()
+        assert (ink > ground) == (i >= 60), i
+
+
+def test_bad_test_style_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="test_style must be one of"):
+        _small_build(tmp_path / "bad", seed=0, test_style="cursive")
+
+
+def test_raw_pixel_neighbours_do_not_transfer(data: TaskData) -> None:
+    """Nearest neighbour on raw pixels, from training to test pictures, is at chance level:
+    the test style does not look like the training styles pixel for pixel."""
+    train = _load(data, "train_data.npy")[:3000].reshape(3000, -1).astype(np.float64)
+    labels = _load(data, "train_labels.npy")[:3000]
+    test = _load(data, "test_data.npy").reshape(1000, -1).astype(np.float64)
+    d = (test**2).sum(1)[:, None] - 2 * test @ train.T + (train**2).sum(1)[None, :]
+    assert np.mean(labels[d.argmin(1)] == data.answers()) < 0.3
+
+
+def test_answers_not_in_public_files(data: TaskData) -> None:
+    assert_answers_not_in_public_files(data)
+    for name in SHAPES:
+        if name != "test_data.npy":
+            assert _load(data, name).shape[0] != 1000
