@@ -120,7 +120,7 @@ def _split(
     out_images = np.empty((n, SIDE, SIDE), dtype=np.float32)
     out_holes = np.empty((n, 2), dtype=np.int64)
     out_patches = np.empty((n, K, HOLE, HOLE), dtype=np.float32)
-    out_labels = rng.integers(K, size=n).astype(np.int64)
+    out_labels = rng.permutation(np.arange(n) % K).astype(np.int64)  # every index equally often
     done = 0
     for i in rng.permutation(len(pics)):
         if done == n:
