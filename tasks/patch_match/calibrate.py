@@ -68,8 +68,8 @@ class TwoCNN(nn.Module):
     def __init__(self, k: int) -> None:
         super().__init__()
         self.image = nn.Sequential(
-            nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64 * 49, 128),
+            nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 49, 128),
         )  # fmt: skip
         self.patch = nn.Sequential(
             nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 16, 64),
@@ -83,7 +83,7 @@ class TwoCNN(nn.Module):
         return self.head(torch.cat([fi, hole / 28.0, fp], dim=1))
 
 
-def first_try(model: nn.Module, train: tuple[np.ndarray, ...], test: tuple[np.ndarray, ...], epochs: int = 40) -> np.ndarray:
+def first_try(model: nn.Module, train: tuple[np.ndarray, ...], test: tuple[np.ndarray, ...], epochs: int = 30) -> np.ndarray:
     torch.manual_seed(0)
     image, hole, patches, labels = (torch.tensor(a) for a in train)
     hole = hole.float()
