@@ -74,7 +74,9 @@ class TwoCNN(nn.Module):
         self.patch = nn.Sequential(
             nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 16, 64),
         )  # fmt: skip
-        self.head = nn.Sequential(nn.ReLU(), nn.Dropout(0.3), nn.Linear(128 + 2 + k * 64, 256), nn.ReLU(), nn.Linear(256, k))
+        self.head = nn.Sequential(
+            nn.ReLU(), nn.Dropout(0.3), nn.Linear(128 + 2 + k * 64, 256), nn.ReLU(), nn.Linear(256, k)
+        )
 
     def forward(self, image: torch.Tensor, hole: torch.Tensor, patches: torch.Tensor) -> torch.Tensor:
         n, k = patches.shape[:2]
@@ -83,7 +85,9 @@ class TwoCNN(nn.Module):
         return self.head(torch.cat([fi, hole / 28.0, fp], dim=1))
 
 
-def first_try(model: nn.Module, train: tuple[np.ndarray, ...], test: tuple[np.ndarray, ...], epochs: int = 30) -> np.ndarray:
+def first_try(
+    model: nn.Module, train: tuple[np.ndarray, ...], test: tuple[np.ndarray, ...], epochs: int = 30
+) -> np.ndarray:
     torch.manual_seed(0)
     image, hole, patches, labels = (torch.tensor(a) for a in train)
     hole = hole.float()

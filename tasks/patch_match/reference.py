@@ -77,9 +77,7 @@ xt, yt, xv, yv = x_all[train_idx], y_all[train_idx], x_all[val_idx], y_all[val_i
 class Scorer(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.side = nn.Sequential(
-            nn.Conv1d(7, 32, 3, padding=1), nn.ReLU(), nn.Conv1d(32, 32, 3, padding=1), nn.ReLU()
-        )
+        self.side = nn.Sequential(nn.Conv1d(7, 32, 3, padding=1), nn.ReLU(), nn.Conv1d(32, 32, 3, padding=1), nn.ReLU())
         self.head = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -69,7 +69,7 @@ def pair_model(decoded: list[str]) -> np.ndarray:
 
 # Pass 2: the shift whose letter pairs read most like the aligned text.
 for _ in range(2):
-    model = pair_model([shift_letters(t, -k) for t, k in zip(texts, shifts)])
+    model = pair_model([shift_letters(t, -k) for t, k in zip(texts, shifts, strict=True)])
     best = np.empty(len(texts), dtype=np.int64)
     for i, c in enumerate(codes):
         is_letter = (c >= 0) & (c < 26)
@@ -82,7 +82,7 @@ for _ in range(2):
     shifts = best
     print(f"letter-pair pass: {changed} shifts changed ({time.time() - START:.1f}s)")
 
-decoded = [shift_letters(t, -k) for t, k in zip(texts, shifts)]
+decoded = [shift_letters(t, -k) for t, k in zip(texts, shifts, strict=True)]
 print("decoded examples:", decoded[:2])
 
 # Features fitted on all sentences (no labels used), so test words get their document frequency.

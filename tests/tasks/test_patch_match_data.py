@@ -38,7 +38,9 @@ def data(built: Callable[[str], TaskData]) -> TaskData:
 
 def load(data: TaskData, split: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Pictures, holes, candidates and labels (the answers for the test split)."""
-    arrays = [np.load(data.public_dir / f"{split}_{name}.npy", allow_pickle=False) for name in ("images", "holes", "patches")]
+    arrays = [
+        np.load(data.public_dir / f"{split}_{name}.npy", allow_pickle=False) for name in ("images", "holes", "patches")
+    ]
     labels = np.load(data.public_dir / "train_labels.npy") if split == "train" else data.answers()
     return arrays[0], arrays[1], arrays[2], labels
 
@@ -63,7 +65,7 @@ def test_shapes_dtypes_ranges_and_balance(data: TaskData, spec: TaskSpec, split:
         assert arr.min() >= 0.0 and arr.max() <= 1.0
         assert np.allclose(arr * 255, np.round(arr * 255), atol=1e-4)
     assert holes.min() >= MARGIN and holes.max() <= 28 - MARGIN - HOLE
-    for image, (r, c) in zip(images, holes):
+    for image, (r, c) in zip(images, holes, strict=True):
         assert not image[r : r + HOLE, c : c + HOLE].any()
 
 
@@ -103,9 +105,8 @@ def test_candidates_differ_yet_look_alike(data: TaskData, build: Callable[..., n
     distractor_gap = (pairs[np.arange(n), labels].sum(axis=1) / (K - 1)).mean()
     rng = np.random.default_rng(0)
     others = rng.permutation(n)
-    random_gap = np.mean(
-        [np.abs(images[j, r : r + HOLE, c : c + HOLE] - t).mean() for j, (r, c), t in zip(others, holes, true)]
-    )
+    cut = [images[j, r : r + HOLE, c : c + HOLE] for j, (r, c) in zip(others, holes, strict=True)]
+    random_gap = np.mean([np.abs(a - t).mean() for a, t in zip(cut, true, strict=True)])
     assert distractor_gap < 0.7 * random_gap
 
 

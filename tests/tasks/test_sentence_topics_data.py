@@ -101,7 +101,7 @@ def test_every_sentence_is_a_shifted_definition_of_its_category(
     seen: dict[str, set[str]] = {"train": set(), "test": set()}
     shifts = []
     for split, ys in (("train", labels), ("test", data.answers())):
-        for sentence, label in zip(lines(data, f"{split}_sentences.txt"), ys):
+        for sentence, label in zip(lines(data, f"{split}_sentences.txt"), ys, strict=True):
             found = decode(build, sentence, definitions[int(label)])
             assert found is not None, f"{sentence!r} is no shifted definition of category {label}"
             shifts.append(found[0])
@@ -120,7 +120,7 @@ def test_bag_has_the_same_sentences_with_shuffled_words(data: TaskData, bag: Tas
     for name in ("train_sentences.txt", "test_sentences.txt"):
         plain, shuffled = lines(data, name), lines(bag, name)
         assert [sorted(s.split()) for s in plain] == [sorted(s.split()) for s in shuffled]
-        assert np.mean([a != b for a, b in zip(plain, shuffled)]) > 0.95
+        assert np.mean([a != b for a, b in zip(plain, shuffled, strict=True)]) > 0.95
 
 
 def test_the_code_hides_the_words(data: TaskData) -> None:
