@@ -1,6 +1,6 @@
 """Calibration of sentence_topics (and, with --bag, sentence_topics_bag) on one data seed.
 
-    python tasks/sentence_topics/calibrate.py [--seed N] [--bag] [--reference]
+    python tasks/sentence_topics/calibrate.py [--seed N] [--bag] [--reference] [--plain]
 
 Builds the data for the seed into a temporary directory and prints the accuracy of:
 - chance: the majority class share of the test answers;
@@ -8,7 +8,8 @@ Builds the data for the seed into a temporary directory and prints the accuracy 
   for a fixed number of epochs (what a generalist writes for text without a pretrained model);
 - first try, TF-IDF: word and character n-grams of the coded text with a linear SVM (the usual
   first pipeline for small text data);
-- with --reference, the task's reference.py run on the data as the sandbox runs it.
+- with --reference, the task's reference.py run on the data as the sandbox runs it;
+- with --plain, all of these on the same sentences without the letter code (what the code costs).
 A fixed amount of work (epochs), not a time budget, so the figures do not depend on the load.
 """
 
@@ -105,13 +106,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bag", action="store_true", help="sentence_topics_bag (words shuffled)")
     parser.add_argument("--reference", action="store_true", help="also run the task's reference.py")
+    parser.add_argument("--plain", action="store_true", help="build the sentences without the letter code")
     args = parser.parse_args()
     torch.set_num_threads(2)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         start = time.perf_counter()
-        answers = load_builder()(out, args.seed, shuffle_words=args.bag)
-        print(f"seed {args.seed}{' bag' if args.bag else ''}: built in {time.perf_counter() - start:.2f} s")
+        answers = load_builder()(out, args.seed, shuffle_words=args.bag, letter_code=not args.plain)
+        label = f"seed {args.seed}{' bag' if args.bag else ''}{' plain' if args.plain else ''}"
+        print(f"{label}: built in {time.perf_counter() - start:.2f} s")
         train = (out / "train_sentences.txt").read_text(encoding="utf-8").splitlines()
         test = (out / "test_sentences.txt").read_text(encoding="utf-8").splitlines()
         labels = np.load(out / "train_labels.npy")

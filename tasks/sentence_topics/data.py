@@ -105,7 +105,9 @@ def shift_letters(text: str, shift: int) -> str:
     return text.translate(table)
 
 
-def _encode(texts: list[str], rng: np.random.Generator, words_rng: np.random.Generator | None) -> list[str]:
+def _encode(
+    texts: list[str], rng: np.random.Generator, words_rng: np.random.Generator | None, letter_code: bool
+) -> list[str]:
     """Each text in its own letter shift; its words shuffled first when ``words_rng`` is given."""
     out = []
     for text in texts:
@@ -113,7 +115,7 @@ def _encode(texts: list[str], rng: np.random.Generator, words_rng: np.random.Gen
         if words_rng is not None:
             words = text.split()
             text = " ".join(words[i] for i in words_rng.permutation(len(words)))
-        out.append(shift_letters(text, shift))
+        out.append(shift_letters(text, shift) if letter_code else text)
     return out
 
 
@@ -126,11 +128,15 @@ def build(
     seed: int,
     *,
     shuffle_words: bool = False,
+    letter_code: bool = True,
     n_train: int = N_TRAIN,
     n_test: int = N_TEST,
     wordnet_dir: str | None = None,
 ) -> np.ndarray:
-    """Write train_sentences.txt, train_labels.npy and test_sentences.txt; return the test labels."""
+    """Write train_sentences.txt, train_labels.npy and test_sentences.txt; return the test labels.
+
+    ``letter_code=False`` leaves the sentences as written (for calibration: what the code costs).
+    """
     k = len(CATEGORIES)
     if n_train % k or n_test % k:
         raise ValueError(f"n_train and n_test must be multiples of {k} (balanced classes)")
@@ -155,7 +161,7 @@ def build(
         rng = np.random.default_rng(seq)
         texts, ys = splits[split]
         order = rng.permutation(len(texts))
-        _write_lines(out / f"{split}_sentences.txt", _encode([texts[i] for i in order], rng, words_rng))
+        _write_lines(out / f"{split}_sentences.txt", _encode([texts[i] for i in order], rng, words_rng, letter_code))
         labels[split] = np.asarray(ys, dtype=np.int64)[order]
     np.save(out / "train_labels.npy", labels["train"], allow_pickle=False)
     return labels["test"]
