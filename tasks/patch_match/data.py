@@ -2,16 +2,17 @@
 
 Each sample is a 28x28 grayscale Fashion-MNIST picture with an 8x8 hole (set to 0) at a random
 place, and K = 5 candidate 8x8 patches: the one cut from the hole and 4 distractors cut at the
-same place from the pictures most like it (nearest neighbours in pixel space among pictures of
-the same class). The distractors therefore look like the right patch in content, brightness and
-texture; what tells them apart is how their edges continue the picture around the hole.
+same place from the pictures most like it (nearest neighbours, at half resolution, among the
+pictures of the same class in a random pool of the split). The distractors therefore look like
+the right patch in content, brightness and texture; what tells them apart is how their edges
+continue the picture around the hole.
 
 The hole lies at least 2 pixels inside the border and covers part of the garment (it is re-drawn
-while more than half of its pixels are background). A neighbour's patch too close to the true one
-(mean absolute difference under ``MIN_DIFF``) or mostly background is skipped, so every sample has
-one right answer. Training samples come from Fashion-MNIST's training split and test samples from
-its test split, each with its distractors from the same split. Each seed draws new pictures, new
-holes and a new order of the candidates.
+while more than half of its pixels are background). A neighbour's patch too close to the true
+one or to another candidate (mean absolute difference under ``MIN_DIFF``), or mostly background,
+is skipped, so every sample has one right answer. Training samples come from Fashion-MNIST's
+training split and test samples from its test split, each with its distractors from the same
+split. Each seed draws a new pool of pictures, new holes and a new order of the candidates.
 """
 
 from __future__ import annotations
