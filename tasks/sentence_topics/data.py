@@ -1,0 +1,167 @@
+"""Dictionary definitions from WordNet, labelled by the kind of thing they define, in a letter code.
+
+One builder serves both sentence tasks: ``build(out, seed)`` for sentence_topics (the definitions
+as written) and ``build(out, seed, shuffle_words=True)`` for sentence_topics_bag (for the same seed,
+the same definitions in the same order and code, with their words in random order, so only a bag
+of words remains).
+
+Source: the noun definitions of WordNet 3.0 (Debian's ``wordnet-base``). Every noun synset sits in
+one lexicographer file (``noun.animal``, ``noun.food``, ...); that file is the label, so the labels
+are the lexicographers' own. Usage examples (the quoted parts of a gloss) are dropped: they often
+show the word in a sentence about something else. A definition that occurs in more than one
+category is dropped too, and every definition is used at most once per data set.
+
+Each seed draws a new balanced sample of definitions and a new train/test split. Every sentence
+is then written in a letter-shift code with its own shift: each letter moves the same number of
+places along the alphabet (wrapping from z to a, case kept), the number drawn per sentence from
+0..25; everything else (spaces, digits, punctuation) is left as it is. Without the code a bag of
+words with a linear model reaches the reference at once; with it the same words look different
+in every sentence, until a learner finds what the shifted sentences have in common.
+"""
+
+from __future__ import annotations
+
+import os
+import string
+from pathlib import Path
+
+import numpy as np
+
+from pytest_weirdml.errors import DataUnavailable
+
+N_TRAIN = 2000
+N_TEST = 1000
+# (label name, WordNet lexicographer file number); the label is the index in this tuple.
+CATEGORIES = (
+    ("animal", 5),
+    ("body", 8),
+    ("food", 13),
+    ("location", 15),
+    ("person", 18),
+    ("plant", 20),
+    ("quantity", 23),
+    ("time", 28),
+)
+MIN_WORDS = 5  # shorter definitions ("a genus of Sciaenidae") say too little
+MAX_CHARS = 300
+
+WORDNET_ENV = "WEIRDML_WORDNET_DIR"
+# Module constant so tests can point the system lookup at an empty directory.
+WORDNET_SYSTEM_DIR = Path("/usr/share/wordnet")
+NOUN_FILE = "data.noun"
+
+LOWER, UPPER = string.ascii_lowercase, string.ascii_uppercase
+
+
+def _wordnet_file(system_dir: Path) -> Path:
+    candidates = [Path(os.environ[WORDNET_ENV])] if os.environ.get(WORDNET_ENV) else []
+    candidates.append(system_dir)
+    for candidate in candidates:
+        if (candidate / NOUN_FILE).is_file():
+            return candidate / NOUN_FILE
+    looked = ", ".join(str(c) for c in candidates)
+    raise DataUnavailable(
+        f"WordNet's {NOUN_FILE} not found (looked in {looked}). Install the Debian package: "
+        f"'sudo apt-get install wordnet-base' (puts it in {WORDNET_SYSTEM_DIR}), or set {WORDNET_ENV} to a "
+        f"directory holding WordNet 3.0's {NOUN_FILE}."
+    )
+
+
+def _definition(gloss: str) -> str:
+    """The gloss without its quoted usage examples."""
+    parts = [p.strip() for p in gloss.split(";")]
+    return "; ".join(p for p in parts if p and not p.startswith('"')).strip()
+
+
+def read_definitions(path: Path) -> dict[int, list[str]]:
+    """Definitions per lexicographer file number, sorted, each unique across the categories."""
+    wanted = {lexfile for _, lexfile in CATEGORIES}
+    found: dict[str, set[int]] = {}
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith("  "):  # the licence header
+                continue
+            head, sep, gloss = line.partition(" | ")
+            fields = head.split(" ")
+            if not sep or len(fields) < 3 or not fields[1].isdigit():
+                raise DataUnavailable(f"{path} does not look like WordNet's {NOUN_FILE} (line {line[:60]!r})")
+            lexfile = int(fields[1])
+            if lexfile not in wanted:
+                continue
+            text = " ".join(_definition(gloss).split())
+            if len(text.split()) >= MIN_WORDS and len(text) <= MAX_CHARS:
+                found.setdefault(text, set()).add(lexfile)
+    by_category: dict[int, list[str]] = {lexfile: [] for lexfile in wanted}
+    for text, lexfiles in found.items():
+        if len(lexfiles) == 1:
+            by_category[next(iter(lexfiles))].append(text)
+    return {lexfile: sorted(texts) for lexfile, texts in by_category.items()}
+
+
+def shift_letters(text: str, shift: int) -> str:
+    """Move every letter ``shift`` places along the alphabet, keeping its case."""
+    k = shift % 26
+    table = str.maketrans(LOWER + UPPER, LOWER[k:] + LOWER[:k] + UPPER[k:] + UPPER[:k])
+    return text.translate(table)
+
+
+def _encode(
+    texts: list[str], rng: np.random.Generator, words_rng: np.random.Generator | None, letter_code: bool
+) -> list[str]:
+    """Each text in its own letter shift; its words shuffled first when ``words_rng`` is given."""
+    out = []
+    for text in texts:
+        shift = int(rng.integers(26))
+        if words_rng is not None:
+            words = text.split()
+            text = " ".join(words[i] for i in words_rng.permutation(len(words)))
+        out.append(shift_letters(text, shift) if letter_code else text)
+    return out
+
+
+def _write_lines(path: Path, lines: list[str]) -> None:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def build(
+    out: Path,
+    seed: int,
+    *,
+    shuffle_words: bool = False,
+    letter_code: bool = True,
+    n_train: int = N_TRAIN,
+    n_test: int = N_TEST,
+    wordnet_dir: str | None = None,
+) -> np.ndarray:
+    """Write train_sentences.txt, train_labels.npy and test_sentences.txt; return the test labels.
+
+    ``letter_code=False`` leaves the sentences as written (for calibration: what the code costs).
+    """
+    k = len(CATEGORIES)
+    if n_train % k or n_test % k:
+        raise ValueError(f"n_train and n_test must be multiples of {k} (balanced classes)")
+    definitions = read_definitions(_wordnet_file(Path(wordnet_dir) if wordnet_dir else WORDNET_SYSTEM_DIR))
+    # Both variants draw the same sentences, order and shifts for a seed; the bag variant's word
+    # order comes from a stream of its own.
+    pick_seq, train_seq, test_seq, words_seq = np.random.SeedSequence(seed).spawn(4)
+    pick = np.random.default_rng(pick_seq)
+    words_rng = np.random.default_rng(words_seq) if shuffle_words else None
+    splits: dict[str, tuple[list[str], list[int]]] = {"train": ([], []), "test": ([], [])}
+    for label, (name, lexfile) in enumerate(CATEGORIES):
+        pool = definitions[lexfile]
+        need = (n_train + n_test) // k
+        if len(pool) < need:
+            raise DataUnavailable(f"only {len(pool)} WordNet definitions of noun.{name}; is {NOUN_FILE} complete?")
+        chosen = [pool[i] for i in pick.choice(len(pool), size=need, replace=False)]
+        for split, part in (("train", chosen[: n_train // k]), ("test", chosen[n_train // k :])):
+            splits[split][0].extend(part)
+            splits[split][1].extend([label] * len(part))
+    labels = {}
+    for split, seq in (("train", train_seq), ("test", test_seq)):
+        rng = np.random.default_rng(seq)
+        texts, ys = splits[split]
+        order = rng.permutation(len(texts))
+        _write_lines(out / f"{split}_sentences.txt", _encode([texts[i] for i in order], rng, words_rng, letter_code))
+        labels[split] = np.asarray(ys, dtype=np.int64)[order]
+    np.save(out / "train_labels.npy", labels["train"], allow_pickle=False)
+    return labels["test"]

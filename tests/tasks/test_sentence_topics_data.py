@@ -1,0 +1,170 @@
+"""sentence_topics and sentence_topics_bag: the built files, their determinism, and what the tasks promise."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from checks import assert_answers_not_in_public_files
+
+from pytest_weirdml.errors import DataUnavailable
+from pytest_weirdml.tasks import TaskData, TaskSpec, load_builder, load_task
+
+TASKS_DIR = Path(__file__).resolve().parents[2] / "tasks"
+N_TRAIN, N_TEST, CLASSES = 2000, 1000, 8
+FILES = ("train_sentences.txt", "train_labels.npy", "test_sentences.txt")
+
+
+@pytest.fixture(scope="module")
+def spec() -> TaskSpec:
+    return load_task(TASKS_DIR / "sentence_topics")
+
+
+@pytest.fixture(scope="module")
+def build(spec: TaskSpec) -> Callable[..., np.ndarray]:
+    return load_builder(spec)
+
+
+def _built(built: Callable[[str], TaskData], name: str) -> TaskData:
+    try:
+        return built(name)
+    except DataUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def data(built: Callable[[str], TaskData]) -> TaskData:
+    return _built(built, "sentence_topics")
+
+
+@pytest.fixture(scope="module")
+def bag(built: Callable[[str], TaskData]) -> TaskData:
+    return _built(built, "sentence_topics_bag")
+
+
+@pytest.fixture(scope="module")
+def definitions(build: Callable[..., np.ndarray]) -> list[set[str]]:
+    """The WordNet definitions of each label, as the builder reads them."""
+    module = build.__globals__
+    by_lexfile = module["read_definitions"](module["_wordnet_file"](module["WORDNET_SYSTEM_DIR"]))
+    return [set(by_lexfile[lexfile]) for _, lexfile in module["CATEGORIES"]]
+
+
+def lines(data: TaskData, name: str) -> list[str]:
+    return (data.public_dir / name).read_text(encoding="utf-8").splitlines()
+
+
+def decode(build: Callable[..., np.ndarray], sentence: str, candidates: set[str]) -> tuple[int, str] | None:
+    """The shift that turns ``sentence`` into one of ``candidates``, and that definition."""
+    for shift in range(26):
+        plain = build.__globals__["shift_letters"](sentence, -shift)
+        if plain in candidates:
+            return shift, plain
+    return None
+
+
+def test_specs() -> None:
+    plain, shuffled = load_task(TASKS_DIR / "sentence_topics"), load_task(TASKS_DIR / "sentence_topics_bag")
+    for spec in (plain, shuffled):
+        assert spec.public_files == FILES
+        assert spec.builder == TASKS_DIR / "sentence_topics" / "data.py"
+        assert spec.reference_path.is_file()
+        assert spec.prompt.count("```python") == 1 and spec.prompt.count("```") == 2
+        assert "wordnet" in spec.prompt.lower() and "0 to 25" in spec.prompt
+    assert dict(plain.params) == {"shuffle_words": False}
+    assert dict(shuffled.params) == {"shuffle_words": True}
+    assert set(plain.markers) == {"text", "sentences"}
+    assert set(shuffled.markers) == {"text", "sentences", "bag_of_words"}
+
+
+@pytest.mark.parametrize("variant", ["data", "bag"])
+def test_files_shapes_dtypes_and_balance(variant: str, request: pytest.FixtureRequest) -> None:
+    built: TaskData = request.getfixturevalue(variant)
+    assert sorted(p.name for p in built.public_dir.iterdir()) == sorted(FILES)
+    train, test = lines(built, "train_sentences.txt"), lines(built, "test_sentences.txt")
+    labels, answers = np.load(built.public_dir / "train_labels.npy", allow_pickle=False), built.answers()
+    assert len(train) == N_TRAIN and len(test) == N_TEST
+    assert all(s.strip() == s and len(s.split()) >= 5 for s in train + test)
+    assert labels.shape == (N_TRAIN,) and labels.dtype == np.int64
+    assert answers.shape == (N_TEST,) and np.issubdtype(answers.dtype, np.integer)
+    assert np.bincount(labels, minlength=CLASSES).tolist() == [N_TRAIN // CLASSES] * CLASSES
+    assert np.bincount(answers, minlength=CLASSES).tolist() == [N_TEST // CLASSES] * CLASSES
+
+
+def test_every_sentence_is_a_shifted_definition_of_its_category(
+    data: TaskData, build: Callable[..., np.ndarray], definitions: list[set[str]]
+) -> None:
+    """Shifted back, each sentence is a WordNet definition filed under its label; shifts vary."""
+    labels = np.load(data.public_dir / "train_labels.npy")
+    seen: dict[str, set[str]] = {"train": set(), "test": set()}
+    shifts = []
+    for split, ys in (("train", labels), ("test", data.answers())):
+        for sentence, label in zip(lines(data, f"{split}_sentences.txt"), ys, strict=True):
+            found = decode(build, sentence, definitions[int(label)])
+            assert found is not None, f"{sentence!r} is no shifted definition of category {label}"
+            shifts.append(found[0])
+            seen[split].add(found[1])
+    assert len(seen["train"]) == N_TRAIN and len(seen["test"]) == N_TEST, "a definition is used twice"
+    assert not seen["train"] & seen["test"]
+    counts = np.bincount(shifts, minlength=26)
+    assert counts.min() > 0.5 * len(shifts) / 26, counts
+    # Every category's definitions belong to it alone.
+    assert all(not a & b for i, a in enumerate(definitions) for b in definitions[i + 1 :])
+
+
+def test_bag_has_the_same_sentences_with_shuffled_words(data: TaskData, bag: TaskData) -> None:
+    assert np.array_equal(data.answers(), bag.answers())
+    assert (data.public_dir / "train_labels.npy").read_bytes() == (bag.public_dir / "train_labels.npy").read_bytes()
+    for name in ("train_sentences.txt", "test_sentences.txt"):
+        plain, shuffled = lines(data, name), lines(bag, name)
+        assert [sorted(s.split()) for s in plain] == [sorted(s.split()) for s in shuffled]
+        assert np.mean([a != b for a, b in zip(plain, shuffled, strict=True)]) > 0.95
+
+
+def test_the_code_hides_the_words(data: TaskData) -> None:
+    """The commonest English words appear in only a small share of the coded sentences."""
+    train = lines(data, "train_sentences.txt")
+    for word in ("of", "the", "a"):
+        assert np.mean([word in s.split() for s in train]) < 0.15
+
+
+def test_answers_not_in_public_files(data: TaskData, bag: TaskData) -> None:
+    for built in (data, bag):
+        assert_answers_not_in_public_files(built)
+    answers = data.answers()
+    assert (answers[1:] == answers[:-1]).mean() < 0.3
+
+
+def test_deterministic_and_seed_dependent(
+    spec: TaskSpec, build: Callable[..., np.ndarray], data: TaskData, tmp_path: Path
+) -> None:
+    fresh, other = tmp_path / "fresh", tmp_path / "other"
+    fresh.mkdir()
+    other.mkdir()
+    assert np.array_equal(build(fresh, spec.seed, **spec.params), data.answers())
+    for name in FILES:
+        assert (fresh / name).read_bytes() == (data.public_dir / name).read_bytes(), name
+    answers = build(other, spec.seed + 1, **spec.params, n_train=80, n_test=80)
+    assert not np.array_equal(answers, data.answers()[:80])
+    theirs = (other / "test_sentences.txt").read_text(encoding="utf-8").splitlines()
+    assert not set(theirs) & set(lines(data, "test_sentences.txt")[:80])
+
+
+def test_missing_wordnet_raises_with_the_fix(
+    build: Callable[..., np.ndarray], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("WEIRDML_WORDNET_DIR", str(empty))
+    monkeypatch.setitem(build.__globals__, "WORDNET_SYSTEM_DIR", tmp_path / "no-such-dir")
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(DataUnavailable) as info:
+        build(out, 0)
+    assert "apt-get install wordnet-base" in str(info.value) and "WEIRDML_WORDNET_DIR" in str(info.value)
+    assert not any(out.iterdir())
+    monkeypatch.delenv("WEIRDML_WORDNET_DIR")
+    with pytest.raises(DataUnavailable):
+        build(out, 0, wordnet_dir=str(empty))
