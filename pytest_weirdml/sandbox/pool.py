@@ -140,6 +140,8 @@ class SlotPool:
 def record_lease(directory: Path, **lease: Any) -> None:
     """Append one lease to ``leases.jsonl`` (one short line, one append: whole on disk)."""
     line = json.dumps({"holder": holder(), **lease}) + "\n"
+    # The session directory appears with its first record, which may come after the first lease.
+    directory.mkdir(parents=True, exist_ok=True)
     fd = os.open(directory / LEASES_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())
