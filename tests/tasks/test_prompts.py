@@ -100,8 +100,8 @@ SHUFFLE_REQUIRED = (
 
 FACTS = {
     "shapes_easy": Facts(
-        SHAPES_REQUIRED
-        + (
+        (
+            *SHAPES_REQUIRED,
             "all between 0 and 1",
             "centred at (0.5, 0.5)",
             "the same size and the same orientation",
@@ -111,13 +111,13 @@ FACTS = {
         "np.random.randint(0, 5, size=len(test_data))",
     ),
     "shapes_hard": Facts(
-        SHAPES_REQUIRED
-        + (
+        (
+            *SHAPES_REQUIRED,
             "most coordinates lie between 0 and 1",
             "up to about 0.3 beyond it",
             "the size, the position and the orientation of the shape are random in every sample",
         ),
-        SHAPES_FORBIDDEN + (r"cut (off|away)", r"stick out", r"part inside", r"centred"),
+        (*SHAPES_FORBIDDEN, r"cut (off|away)", r"stick out", r"part inside", r"centred"),
         "np.random.randint(0, 5, size=len(test_data))",
     ),
     "digits_unsup": Facts(
@@ -157,20 +157,20 @@ FACTS = {
         "np.random.randint(1, 7, size=len(test_data))",
     ),
     "shuffle_easy": Facts(
-        SHUFFLE_REQUIRED + ("grayscale image of 27x27 pixels", "same distribution"),
+        (*SHUFFLE_REQUIRED, "grayscale image of 27x27 pixels", "same distribution"),
         SHUFFLE_FORBIDDEN,
         "np.array([np.random.permutation(9) for _ in range(len(test_data))])",
     ),
     "shuffle_hard": Facts(
-        SHUFFLE_REQUIRED
-        + (
+        (
+            *SHUFFLE_REQUIRED,
             "27x27-pixel square cut out of a 64x64 colour (RGB) image at a random position",
             # Our data differs from the published: a few photographs, some flipped, test from others.
             "views of a few colour photographs",
             "mirrored or turned",
             "test samples come from other photographs than the training samples",
         ),
-        SHUFFLE_FORBIDDEN + (r"same distribution", r"no border", r"no centred object"),
+        (*SHUFFLE_FORBIDDEN, r"same distribution", r"no border", r"no centred object"),
         "np.array([np.random.permutation(9) for _ in range(len(test_data))])",
     ),
     "chess_winners": Facts(
