@@ -29,6 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+
+# Idle OpenMP threads must sleep, not spin: on a busy CPU spinning makes each step far slower.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -173,7 +176,9 @@ def main() -> int:
     parser.add_argument("--only", action="append", help="run only these learners (repeatable)")
     args = parser.parse_args()
     torch.manual_seed(0)
-    torch.set_num_threads(min(2, len(os.sched_getaffinity(0))))
+    cores = min(2, len(os.sched_getaffinity(0)))
+    # Threads that spin on cores other processes are using slow training many-fold.
+    torch.set_num_threads(cores if os.getloadavg()[0] < cores else 1)
     data, flags = load_data(args.seed, args.hard)
     x, y = torch.tensor(data[:N_FIT]), torch.tensor(flags[:N_FIT])
     x_val, y_val = torch.tensor(data[N_FIT:]), torch.tensor(flags[N_FIT:])
