@@ -72,7 +72,7 @@ def main() -> int:
     ax.set_title("last shown move, per outcome")
     ax.legend()
 
-    fig.suptitle(f"chess_winners: {len(games)} simulated amateur games; half of them lost their last move")
+    fig.suptitle(f"chess_winners: {len(games)} games between simulated weak players; half of them lost their last move")
     fig.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=100, bbox_inches="tight")

@@ -31,13 +31,15 @@ def plot_task(name: str, per_class: int, out_dir: Path) -> Path:
         load_builder(spec)(Path(tmp), spec.seed, **spec.params)
         data = np.load(Path(tmp) / "train_data.npy")
         flags = np.load(Path(tmp) / "train_flags.npy")
+    # shapes_hard's noise may reach 0.3 outside the unit square (drawn in red).
+    pad = 0.35 if spec.params.get("hard") else 0.05
     fig, axes = plt.subplots(len(CLASSES), per_class, figsize=(1.6 * per_class, 1.6 * len(CLASSES)), squeeze=False)
     for label, row in enumerate(axes):
         for ax, index in zip(row, np.flatnonzero(flags == label)[:per_class], strict=False):
             ax.scatter(data[index, :, 0], data[index, :, 1], s=1.5, c="k", linewidths=0)
             ax.add_patch(plt.Rectangle((0, 0), 1, 1, fill=False, lw=0.5, ec="tab:red"))
-            ax.set_xlim(-0.05, 1.05)
-            ax.set_ylim(-0.05, 1.05)
+            ax.set_xlim(-pad, 1 + pad)
+            ax.set_ylim(-pad, 1 + pad)
             ax.set_aspect("equal")
             ax.set_xticks([])
             ax.set_yticks([])

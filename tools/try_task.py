@@ -2,6 +2,7 @@
 
     python tools/try_task.py tasks/shapes_easy                 # runs reference.py
     python tools/try_task.py tasks/shapes_easy my_solution.py  # runs another script
+    python tools/try_task.py tasks/shapes_easy --seed 1        # on the data of another seed
 
 Prints the data build time, the script's output, its wall time and its accuracy. The script
 runs as a plain subprocess in a fresh directory with data/ and results/, like the sandbox.
@@ -10,6 +11,7 @@ runs as a plain subprocess in a fresh directory with data/ and results/, like th
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -26,8 +28,11 @@ def main() -> int:
     parser.add_argument("task_dir", type=Path)
     parser.add_argument("script", type=Path, nargs="?")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "pytest-weirdml" / "data")
+    parser.add_argument("--seed", type=int, help="data seed (default: the task's own)")
     args = parser.parse_args()
     spec = load_task(args.task_dir)
+    if args.seed is not None:
+        spec = dataclasses.replace(spec, seed=args.seed)
     start = time.perf_counter()
     data = build_data(spec, args.cache)
     print(f"data: {data.root} ({time.perf_counter() - start:.2f} s)")

@@ -395,10 +395,8 @@ def play_game(seed_words: tuple[int, ...]) -> tuple[list[str], int, str]:
 
 
 def format_game(san: list[str]) -> str:
-    parts = []
-    for i, move in enumerate(san):
-        parts.append(f"{i // 2 + 1}.{move}" if i % 2 == 0 else move)
-    return " ".join(parts)
+    """White's moves carry their ply number, as in the published data: "1.e4 e5 3.Nf3 Nc6"."""
+    return " ".join(f"{i + 1}.{move}" if i % 2 == 0 else move for i, move in enumerate(san))
 
 
 class Game(NamedTuple):

@@ -1,13 +1,21 @@
-"""Noisy 2-D point clouds that each hide the outline of one of five shapes.
+"""2-D point clouds that each hold the outline of one of five shapes, plus noise.
 
-One builder serves both shape tasks: ``build(out, seed)`` for shapes_easy (every shape centred,
-same size and orientation) and ``build(out, seed, hard=True)`` for shapes_hard (random size,
-position and rotation; shapes may be cut at the border and jitter carries some points slightly
-outside the unit square).
+One builder serves both shape tasks: ``build(out, seed)`` for shapes_easy and
+``build(out, seed, hard=True)`` for shapes_hard. It follows the published example plots of the
+two tasks:
 
-Every sample holds 512 points in random order. A varying fraction lies on the outline, spread very
-unevenly along it (dense and sparse runs, sometimes only one or two edges), jittered with a width
-drawn per sample; the rest is noise: a uniform background plus, in most samples, clumps or bands.
+- easy: every shape is centred at (0.5, 0.5) with one size and one orientation per class (the
+  pentagon and the star point a vertex to the right, the triangle points up, the square is
+  axis-aligned); circle radius 0.3, square side 0.6, triangle side 0.5, pentagon and star
+  circumradius 0.4. Every point lies inside the unit square.
+- hard: the same outlines with a random size (0.25 to 1.5 times the easy size), position and
+  rotation; the part of the outline outside the unit square is cut away, and clumps and bands of
+  noise may reach up to 0.3 outside it.
+
+Every sample holds 512 points in random order. Most lie on the outline (55% to 98% of them),
+spread unevenly along it: a uniform share plus a few dense runs, and sometimes only one stretch
+of the outline carries points; each sample's outline has its own small jitter. The rest is noise:
+a uniform background, often with a dense rectangle, clumps or thin straight bands of points.
 """
 
 from __future__ import annotations
@@ -20,162 +28,153 @@ N_TRAIN = 1000
 N_TEST = 1000
 N_POINTS = 512
 CLASSES = ("circle", "square", "triangle", "pentagon", "star")
-STAR_INNER = 0.4  # inner/outer radius of the star; a regular pentagram would be 0.382
-EASY_RADIUS = 0.35  # circumradius of every shape in shapes_easy
-HARD_RADIUS = (0.15, 0.45)  # range of the circumradius in shapes_hard (log-uniform)
-MIN_VISIBLE = 0.6  # in shapes_hard, at least this fraction of the outline lies inside the square
-JITTER = (0.015, 0.08)  # range of the jitter's standard deviation, relative to the circumradius
-# Indexed by `hard`. A random pose already hides much of what a fixed pose gives away, so
-# shapes_hard gets more points on the outline and fewer outlines cut down to one or two edges.
-SHAPE_FRACTION = {False: (0.05, 0.6), True: (0.2, 0.8)}  # share of a sample's points on the outline
-PARTIAL = {False: 0.2, True: 0.1}  # chance that only one or two edges (or arcs) carry points
-STRUCTURED = 0.7  # chance that part of the noise forms clumps or bands
+STAR_INNER = 0.41  # inner/outer radius of the star, read off the published examples
+# Circumradius of each class in shapes_easy, read off the published examples (the square's is
+# not shown there: a side of 0.6 spans the same 0.2..0.8 as the circle).
+EASY_RADIUS = (0.3, 0.3 * np.sqrt(2), 0.5 / np.sqrt(3), 0.4, 0.4)
+HARD_SCALE = (0.25, 1.5)  # shapes_hard: the easy size times a log-uniform factor in this range
+MIN_VISIBLE = 0.5  # shapes_hard: at least this share of the outline lies inside the unit square
+SHAPE_FRACTION = (0.55, 0.98)  # share of a sample's points on the outline
+PARTIAL = 0.2  # chance that only one stretch of the outline carries points
+JITTER = (0.002, 0.02)  # range of the outline jitter's standard deviation (log-uniform)
+OUTSIDE = 0.3  # shapes_hard: how far beyond [0, 1] clumps and bands of noise may reach
+# Chance that a sample's noise holds each kind of structure besides the uniform background.
+STRUCTURES = {"rectangle": 0.2, "clumps": 0.3, "bands": 0.3}
 
 
 def _vertices(label: int) -> np.ndarray:
-    """Closed outline with circumradius 1, pointing up, as (n + 1, 2) with equal edge lengths."""
+    """Closed outline with circumradius 1 in the published orientation, as (n + 1, 2)."""
     if label == 0:
-        n, radii = 360, np.ones(360)
+        n, radii, start = 360, np.ones(360), 0.0
     elif label == 4:
-        n, radii = 10, np.tile([1.0, STAR_INNER], 5)
+        n, radii, start = 10, np.tile([1.0, STAR_INNER], 5), 0.0
     else:
         n = {1: 4, 2: 3, 3: 5}[label]
         radii = np.ones(n)
-    # The square stands on an edge; the others put a vertex at the top.
-    start = np.pi / 4 if label == 1 else np.pi / 2
+        # The square is axis-aligned, the triangle points up, the pentagon points right.
+        start = {1: np.pi / 4, 2: np.pi / 2, 3: 0.0}[label]
     angles = start + 2 * np.pi * np.arange(n + 1) / n
     return np.stack([np.cos(angles), np.sin(angles)], axis=1) * np.append(radii, radii[0])[:, None]
 
 
+def _arc_lengths(verts: np.ndarray) -> np.ndarray:
+    """Cumulative length along the outline at each vertex, normalised to end at 1."""
+    steps = np.linalg.norm(np.diff(verts, axis=0), axis=1)
+    cum = np.concatenate([[0.0], np.cumsum(steps)])
+    return cum / cum[-1]
+
+
 OUTLINES = tuple(_vertices(label) for label in range(len(CLASSES)))
-# Edges a sample may keep when only part of the outline shows; the circle gets arcs of its own.
-N_EDGES = (0, 4, 3, 5, 10)
+ARCS = tuple(_arc_lengths(v) for v in OUTLINES)
 
 
 def _on_outline(label: int, t: np.ndarray) -> np.ndarray:
-    """Points at arc-length fractions ``t`` in [0, 1) of the unit outline."""
-    verts = OUTLINES[label]
-    n = len(verts) - 1
-    s = np.mod(t, 1.0) * n
-    i = np.minimum(s.astype(np.int64), n - 1)
-    frac = (s - i)[:, None]
+    """Points at arc-length fractions ``t`` of the unit outline (uniform ``t``: uniform on it)."""
+    verts, arcs = OUTLINES[label], ARCS[label]
+    t = np.mod(t, 1.0)
+    i = np.clip(np.searchsorted(arcs, t, side="right") - 1, 0, len(verts) - 2)
+    frac = ((t - arcs[i]) / (arcs[i + 1] - arcs[i]))[:, None]
     return verts[i] * (1 - frac) + verts[i + 1] * frac
 
 
-def _support(rng: np.random.Generator, label: int, hard: bool) -> list[tuple[float, float]]:
-    """Intervals of t where this sample's outline points may fall."""
-    if rng.random() >= PARTIAL[hard]:
-        return [(0.0, 1.0)]
-    count = int(rng.integers(1, 3))
-    if label == 0:
-        starts = rng.random(count)
-        return [(float(a), float(a + rng.uniform(0.08, 0.25))) for a in starts]
-    n = N_EDGES[label]
-    edges = rng.choice(n, size=count, replace=False)
-    return [(float(e) / n, float(e + 1) / n) for e in edges]
+def _outline_t(rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` arc-length fractions: a uniform share plus dense runs, maybe on one stretch only."""
+    start, length = (rng.random(), rng.uniform(0.15, 0.6)) if rng.random() < PARTIAL else (0.0, 1.0)
+    n_runs = int(rng.integers(1, 5))
+    centres = start + rng.random(n_runs) * length
+    widths = np.exp(rng.uniform(np.log(0.01), np.log(0.15), size=n_runs))
+    weights = rng.dirichlet(np.ones(n_runs))
+    t = start + rng.random(n) * length
+    in_run = rng.random(n) >= rng.uniform(0.2, 1.0)
+    run = rng.choice(n_runs, size=n, p=weights)
+    t_run = centres[run] + widths[run] * rng.standard_normal(n)
+    # A run spilling over the end of a partial stretch is folded back into it.
+    if length < 1.0:
+        t_run = start + np.abs(np.mod(t_run - start + length, 2 * length) - length)
+    return np.mod(np.where(in_run, t_run, t), 1.0)
 
 
-def _outline_t(rng: np.random.Generator, support: list[tuple[float, float]], n: int) -> np.ndarray:
-    """``n`` arc-length fractions: a thin uniform base plus a few dense and sparse runs."""
-    lengths = np.array([b - a for a, b in support])
-    n_runs = int(rng.integers(1, 6))
-    weights = rng.dirichlet(np.full(n_runs, 0.7))
-    base = rng.uniform(0.0, 0.4)
-    # Each run sits inside one interval of the support and covers part of it.
-    run_interval = rng.choice(len(support), size=n_runs, p=lengths / lengths.sum())
-    run_width = lengths[run_interval] * rng.uniform(0.1, 0.6, size=n_runs)
-    run_start = np.array([support[k][0] for k in run_interval]) + rng.random(n_runs) * lengths[run_interval]
-    from_base = rng.random(n) < base
-    pick = rng.choice(n_runs, size=n, p=weights)
-    # Inside a run, the density falls off towards its ends.
-    t = run_start[pick] + run_width[pick] * rng.beta(1.5, 1.5, size=n)
-    k = rng.choice(len(support), size=n, p=lengths / lengths.sum())
-    starts = np.array([a for a, _ in support])
-    t_base = starts[k] + rng.random(n) * lengths[k]
-    return np.mod(np.where(from_base, t_base, t), 1.0)
+def _inside(p: np.ndarray, margin: float = 0.0) -> np.ndarray:
+    return np.all((p >= -margin) & (p <= 1.0 + margin), axis=1)
 
 
-def _inside(p: np.ndarray) -> np.ndarray:
-    return np.all((p >= 0.0) & (p <= 1.0), axis=1)
+def _structure(rng: np.random.Generator, kind: str, hard: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(centre, 2x2 spread) of one structure: points are centre + uniform or normal draws @ spread."""
+    if kind == "rectangle":
+        size = rng.uniform(0.1, 0.6, size=2)
+        return rng.uniform(size / 2, 1 - size / 2), np.diag(size)
+    # In shapes_hard a clump or band may sit on the border and reach beyond it.
+    centre = rng.uniform(-0.1, 1.1, size=2) if hard else rng.random(2)
+    if kind == "clumps":
+        return centre, np.eye(2) * rng.uniform(0.01, 0.06)
+    # A band: a long thin strip, more often along an axis than not.
+    angle = rng.choice([0.0, np.pi / 2]) if rng.random() < 0.6 else rng.uniform(0, np.pi)
+    along = np.array([np.cos(angle), np.sin(angle)])
+    across = np.array([-along[1], along[0]])
+    return centre, np.stack([along * rng.uniform(0.1, 0.6), across * rng.uniform(0.002, 0.02)])
 
 
-def _noise(rng: np.random.Generator, n: int) -> np.ndarray:
-    """Uniform background, with clumps or bands in most samples; all inside the unit square."""
-    n_struct = round(n * rng.uniform(0.15, 0.7)) if rng.random() < STRUCTURED else 0
-    pieces = [rng.random((n - n_struct, 2))]
-    if n_struct:
-        n_groups = int(rng.integers(1, 4))
-        sizes = rng.multinomial(n_struct, rng.dirichlet(np.ones(n_groups)))
-        for size in sizes:
-            pieces.append(_group(rng, int(size)))
+def _noise(rng: np.random.Generator, n: int, hard: bool) -> np.ndarray:
+    """Uniform background plus the sample's structures; hard lets clumps and bands reach outside."""
+    kinds = [kind for kind, p in STRUCTURES.items() if rng.random() < p]
+    parts: list[tuple[str, np.ndarray, np.ndarray]] = [("uniform", np.full(2, 0.5), np.eye(2))]
+    for kind in kinds:
+        for _ in range(1 if kind == "rectangle" else int(rng.integers(1, 4))):
+            parts.append((kind, *_structure(rng, kind, hard)))
+    sizes = rng.multinomial(n, rng.dirichlet(np.ones(len(parts))))
+    pieces = []
+    for (kind, centre, spread), size in zip(parts, sizes, strict=True):
+        margin = OUTSIDE if hard and kind in ("clumps", "bands") else 0.0
+        kept = np.empty((0, 2))
+        for _ in range(20):
+            if len(kept) >= size:
+                break
+            if kind == "clumps":
+                draw = rng.standard_normal((2 * size + 8, 2))
+            elif kind == "bands":
+                draw = np.stack([rng.uniform(-0.5, 0.5, 2 * size + 8), rng.standard_normal(2 * size + 8)], axis=1)
+            else:
+                draw = rng.uniform(-0.5, 0.5, (2 * size + 8, 2))
+            batch = centre + draw @ spread
+            kept = np.concatenate([kept, batch[_inside(batch, margin)]])
+        if len(kept) < size:
+            # A structure that barely touches the square: its points join the background.
+            kept = np.concatenate([kept, rng.random((size - len(kept), 2))])
+        pieces.append(kept[:size])
     return np.concatenate(pieces)
 
 
-def _group(rng: np.random.Generator, n: int) -> np.ndarray:
-    """One clump (a Gaussian blob) or band (a straight strip across the square) of ``n`` points."""
-    kept = np.empty((0, 2))
-    if rng.random() < 0.5:
-        centre = rng.random(2)
-        width = rng.uniform(0.01, 0.07)
-
-        def draw(m: int) -> np.ndarray:
-            return centre + rng.normal(0.0, width, size=(m, 2))
-    else:
-        through = rng.random(2)
-        angle = rng.uniform(0, np.pi)
-        along = np.array([np.cos(angle), np.sin(angle)])
-        across = np.array([-along[1], along[0]])
-        width = rng.uniform(0.004, 0.03)
-        half = rng.uniform(0.1, 0.8)
-
-        def draw(m: int) -> np.ndarray:
-            return (
-                through + rng.uniform(-half, half, size=(m, 1)) * along + rng.normal(0.0, width, size=(m, 1)) * across
-            )
-
-    while len(kept) < n:
-        batch = draw(2 * n + 8)
-        kept = np.concatenate([kept, batch[_inside(batch)]])
-        if len(kept) == 0:
-            # A group centred off the square: fall back to uniform points.
-            kept = rng.random((n, 2))
-    return kept[:n]
-
-
-def _placement(rng: np.random.Generator, hard: bool) -> tuple[float, np.ndarray, float]:
+def _placement(rng: np.random.Generator, label: int, hard: bool) -> tuple[float, np.ndarray, float]:
     """Circumradius, centre and rotation of the shape."""
     if not hard:
-        return EASY_RADIUS, np.array([0.5, 0.5]), 0.0
-    radius = float(np.exp(rng.uniform(*np.log(HARD_RADIUS))))
-    centre = rng.uniform(-0.05, 1.05, size=2)
-    return radius, centre, float(rng.uniform(0, 2 * np.pi))
+        return float(EASY_RADIUS[label]), np.array([0.5, 0.5]), 0.0
+    scale = float(np.exp(rng.uniform(*np.log(HARD_SCALE))))
+    return float(EASY_RADIUS[label]) * scale, rng.random(2), float(rng.uniform(0, 2 * np.pi))
 
 
 def _sample(rng: np.random.Generator, label: int, hard: bool) -> np.ndarray:
-    n_shape = round(N_POINTS * rng.uniform(*SHAPE_FRACTION[hard]))
+    n_shape = round(N_POINTS * rng.uniform(*SHAPE_FRACTION))
     while True:
-        radius, centre, angle = _placement(rng, hard)
+        radius, centre, angle = _placement(rng, label, hard)
         rot = np.array([[np.cos(angle), np.sin(angle)], [-np.sin(angle), np.cos(angle)]])
         if hard:
             # Reject placements that leave too little of the outline inside the square.
             probe = _on_outline(label, np.arange(400) / 400) * radius @ rot + centre
             if _inside(probe).mean() < MIN_VISIBLE:
                 continue
-        support = _support(rng, label, hard)
         got = np.empty((0, 2))
         for _ in range(8):
-            clean = _on_outline(label, _outline_t(rng, support, 2 * n_shape)) * radius @ rot + centre
+            clean = _on_outline(label, _outline_t(rng, 2 * n_shape)) * radius @ rot + centre
             got = np.concatenate([got, clean[_inside(clean)]])
             if len(got) >= n_shape:
                 break
         if len(got) >= n_shape:
             break
-    # Jitter after cutting, so points near a cut edge may stray slightly outside the square.
-    jitter = radius * np.exp(rng.uniform(*np.log(JITTER)))
+    jitter = float(np.exp(rng.uniform(*np.log(JITTER))))
     shape = got[:n_shape] + rng.normal(0.0, jitter, size=(n_shape, 2))
     if not hard:
         shape = np.clip(shape, 0.0, 1.0)
-    points = np.concatenate([shape, _noise(rng, N_POINTS - n_shape)])
+    points = np.concatenate([shape, _noise(rng, N_POINTS - n_shape, hard)])
     return points[rng.permutation(N_POINTS)]
 
 

@@ -1,10 +1,10 @@
-"""shapes_easy reference: a 2-D histogram of each cloud and a small CNN, mirror augmentation.
+"""shapes_easy reference: a 2-D histogram of each cloud and a small CNN.
 
-Every shape is centred, upright and of one size, so where the points pile up says which outline
-they follow; a histogram keeps those counts (the noise is spread thinner), and the network keeps
-position by flattening its last feature map instead of pooling it. A left-right mirror keeps every
-class (all five shapes are symmetric about the vertical axis), so it serves as augmentation and
-test-time augmentation; small shifts and scalings stand in for the jitter.
+Every shape is centred, with one size and orientation per class, so where the points pile up
+says which outline they follow; a histogram keeps those counts (the noise is spread thinner), and
+the network keeps position by flattening its last feature map instead of pooling it. Small random
+shifts and scalings of the clouds stand in for the jitter. No mirror: the pentagon and the star
+point to the right and the triangle up, so no mirror keeps every class.
 """
 
 from __future__ import annotations
@@ -56,14 +56,11 @@ def histogram(points: torch.Tensor) -> torch.Tensor:
 
 
 def augment(points: torch.Tensor) -> torch.Tensor:
-    """Random left-right mirror, plus a small scaling and shift about the centre."""
+    """A small random scaling and shift about the centre."""
     n = len(points)
-    mirror = torch.where(torch.rand(n, 1, device=device) < 0.5, -1.0, 1.0)
     scale = 1 + 0.03 * torch.randn(n, 1, 1, device=device)
     shift = 0.01 * torch.randn(n, 1, 2, device=device)
-    centred = points - 0.5
-    centred = torch.stack([centred[..., 0] * mirror, centred[..., 1]], dim=2)
-    return centred * scale + 0.5 + shift
+    return (points - 0.5) * scale + 0.5 + shift
 
 
 def block(cin: int, cout: int) -> nn.Sequential:
@@ -83,15 +80,10 @@ class HistCNN(nn.Module):
 
 
 def predict(model: nn.Module, points: torch.Tensor) -> torch.Tensor:
-    """Class probabilities averaged over the cloud and its mirror image."""
+    """Class probabilities, in chunks."""
     model.eval()
-    probs = torch.zeros(len(points), 5, device=device)
     with torch.no_grad():
-        for start in range(0, len(points), 250):
-            hist = histogram(points[start : start + 250])
-            for h in (hist, hist.flip(3)):
-                probs[start : start + 250] += F.softmax(model(h), dim=1)
-    return probs / 2
+        return torch.cat([F.softmax(model(histogram(chunk)), dim=1) for chunk in points.split(250)])
 
 
 model = HistCNN().to(device)

@@ -18,7 +18,7 @@ chess = pytest.importorskip("chess")
 NAME = "chess_winners"
 TASK_DIR = Path(__file__).resolve().parents[2] / "tasks" / NAME
 N_GAMES = 1000
-# One SAN token, with the move number glued to white's moves: "12.Nbd2", "exd8=Q+", "O-O-O#".
+# One SAN token, with the ply number glued to white's moves: "23.Nbd2", "exd8=Q+", "O-O-O#".
 TOKEN = re.compile(r"^(\d+\.)?(O-O(-O)?|[KQRBN][a-h]?[1-8]?x?[a-h][1-8]|([a-h]x)?[a-h][1-8](=[QRBN])?)[+#]?$")
 
 
@@ -54,8 +54,8 @@ def _replay(line: str, check_san: bool) -> Replay:
     tokens = line.split()
     for i, token in enumerate(tokens):
         number, _, san = token.rpartition(".")
-        # White's moves carry their move number, black's never do.
-        assert number == (str(i // 2 + 1) if i % 2 == 0 else ""), (i, token)
+        # White's moves carry their ply number (1, 3, 5, ...), black's never do.
+        assert number == (str(i + 1) if i % 2 == 0 else ""), (i, token)
         move = board.parse_san(san)
         if check_san:
             assert board.san(move) == san, (i, token)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -103,6 +104,42 @@ def test_raw_coordinates_carry_no_position_signal(data: TaskData) -> None:
     train, flags = load(data, "train_data.npy"), load(data, "train_flags.npy")
     per_class = np.stack([train[flags == c].mean(axis=0) for c in range(CLASSES)])
     assert np.abs(per_class - per_class.mean(axis=0)).max() < 0.1
+
+
+def test_most_points_lie_on_the_outline(data: TaskData) -> None:
+    """As in the published examples: in most clouds most points follow the shape's outline."""
+    module = sys.modules[load_builder(load_task(TASKS_DIR / TASK)).__module__]
+    train, flags = load(data, "train_data.npy"), load(data, "train_flags.npy")
+    shares = []
+    for cloud, label in zip(train[:200], flags[:200], strict=True):
+        outline = module._on_outline(int(label), np.arange(2000) / 2000) * module.EASY_RADIUS[label] + 0.5
+        nearest = np.sqrt(((cloud[:, None, :] - outline[None]) ** 2).sum(axis=2)).min(axis=1)
+        shares.append(np.mean(nearest < 0.03))
+    assert np.median(shares) > 0.6
+    assert np.mean(np.array(shares) > 0.5) > 0.6
+
+
+def _density_near(points: np.ndarray, xy: tuple[float, float], radius: float = 0.03) -> float:
+    return float(np.mean(np.sqrt(((points - np.array(xy)) ** 2).sum(axis=-1)) < radius))
+
+
+def test_published_sizes_and_orientations(data: TaskData) -> None:
+    """Circle radius 0.3; pentagon and star point a vertex right at radius 0.4; triangle points up."""
+    train, flags = load(data, "train_data.npy"), load(data, "train_flags.npy")
+    circle = train[flags == 0].reshape(-1, 2)
+    radius = np.sqrt(((circle - 0.5) ** 2).sum(axis=1))
+    counts, edges = np.histogram(radius, bins=np.arange(0.0, 0.72, 0.02))
+    assert 0.28 <= edges[counts.argmax()] <= 0.30
+    for label in (3, 4):
+        points = train[flags == label].reshape(-1, 2)
+        # A vertex at (0.9, 0.5), none at (0.1, 0.5).
+        assert _density_near(points, (0.9, 0.5)) > 5 * _density_near(points, (0.1, 0.5))
+    triangle = train[flags == 2].reshape(-1, 2)
+    top, bottom = 0.5 + 0.5 / np.sqrt(3), 0.5 - 0.5 / np.sqrt(3)
+    assert _density_near(triangle, (0.5, top)) > 5 * _density_near(triangle, (0.5, bottom))
+    square = train[flags == 1].reshape(-1, 2)
+    # Axis-aligned with side 0.6: a corner at (0.2, 0.2), none where a diamond would have one.
+    assert _density_near(square, (0.2, 0.2)) > 5 * _density_near(square, (0.5, 0.5 - 0.3 * np.sqrt(2)))
 
 
 def check_deterministic(task: str, tmp_path: Path) -> None:

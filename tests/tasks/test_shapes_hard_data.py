@@ -40,16 +40,17 @@ def test_files_shapes_dtypes_and_balance(data: TaskData) -> None:
     check_files_and_balance(data)
 
 
-def test_a_few_points_slightly_outside(data: TaskData) -> None:
+def test_noise_reaches_up_to_0_3_outside(data: TaskData) -> None:
+    """As in the published examples: some clouds hold points up to about 0.3 outside [0, 1]."""
     for name in ("train_data.npy", "test_data.npy"):
         points = load(data, name)
         assert np.isfinite(points).all()
-        outside = ((points < 0) | (points > 1)).any(axis=2)
-        # Cut shapes: jitter carries some outline points over the border, in many clouds...
-        assert 0.1 < outside.any(axis=1).mean() < 0.9
-        # ...but only a few points, and never far.
-        assert 0 < outside.mean() < 0.02
-        assert points.min() > -0.15 and points.max() < 1.15
+        assert points.min() >= -0.3 and points.max() <= 1.3
+        beyond = np.maximum(-points, points - 1).max(axis=(1, 2))
+        assert 0.05 < np.mean(beyond > 0.1) < 0.6
+        assert np.mean(beyond > 0.2) > 0.02
+        # Only a small share of all points lies outside.
+        assert 0 < ((points < 0) | (points > 1)).any(axis=2).mean() < 0.08
 
 
 def test_differs_from_easy(built) -> None:  # type: ignore[no-untyped-def]
@@ -73,7 +74,7 @@ def test_random_pose_defeats_a_simple_model(data: TaskData) -> None:
 
 def test_shapes_are_spread_over_the_square(data: TaskData) -> None:
     """Random positions: the densest cell of each cloud lands all over the square."""
-    train = load(data, "train_data.npy").clip(0, 1 - 1e-9)
+    train = load(data, "train_data.npy").clip(0.0, 0.999)  # 1 - 1e-9 is 1.0 in float32
     cells = (train * 4).astype(np.int64)
     flat = cells[..., 1] * 4 + cells[..., 0]
     densest = np.array([np.bincount(row, minlength=16).argmax() for row in flat])

@@ -1,0 +1,286 @@
+"""The six published tasks' prompts: the facts the published prompts give, and no hint beyond them.
+
+Each published task prompt gives the files, their shapes and dtypes, what a sample is, what to
+predict, the label encoding, the output path and an example script; it gives no chance level,
+no class shares, no key insight and no hint on how to solve the task (docs/protocol.md). Each
+task below lists the facts its prompt must state and the hints that were removed from it, so a
+hint creeping back fails here. The stated shapes and dtypes are checked against the built data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+from pytest_weirdml.extract import code_blocks
+from pytest_weirdml.tasks import TaskData, load_task
+
+TASKS_DIR = Path(__file__).resolve().parents[2] / "tasks"
+SAVETXT = re.compile(r"np\.savetxt\((['\"])results/test_preds\.txt\1, preds, fmt=\1%d\1\)")
+# "`train_data.npy`: float32 array of shape (1000, 512, 2)"
+FILE_FACT = re.compile(r"`(\w+\.npy)`: (\w+) array of shape \(([\d, ]+)\)")
+
+
+class Facts(NamedTuple):
+    required: tuple[str, ...]  # phrases the prompt states (case-insensitive, whitespace-normalised)
+    forbidden: tuple[str, ...]  # regexes of removed hints (case-insensitive)
+    dummy: str  # how the example script draws its dummy predictions
+
+
+# Hints no published task prompt gives: chance levels, class balance or shares, solution hints.
+COMMON_FORBIDDEN = (
+    r"\bchance\b",
+    r"\bguess",
+    r"balanced",
+    r"\bshares?\b",
+    r"\d+\s*% of (the )?(samples|games|images|test)",
+    r"carries no information",
+    r"usually helps",
+    r"\bhint",
+    r"key (idea|insight)",
+    r"make use of",
+)
+SHAPES_FORBIDDEN = (
+    r"order of the points",
+    r"\bblobs?\b",
+    r"\bclumps?\b",
+    r"\bbands?\b",
+    r"uniform background",
+    r"jitter",
+    r"scatter",
+    r"\bdense\b",
+    r"\bsparse\b",
+    r"\bgaps?\b",
+    r"200 of each",
+    r"20\s*%",
+    r"label\s*\|\s*shape",  # the old class-to-shape table
+)
+SHUFFLE_FORBIDDEN = (
+    r"valid permutation",
+    r"rebuilt",
+    r"\bplacing\b",
+    r"fashion",
+    r"clothing",
+    r"11\s*%",
+    r"each position holds exactly one",
+)
+SHAPES_REQUIRED = (
+    "512 points",
+    "x and y coordinates",
+    "outline of a shape",
+    "the other points are noise",
+    "exactly one shape",
+    "circle, square, triangle, pentagon and star",
+    "`train_data.npy`",
+    "`train_flags.npy`",
+    "`test_data.npy`",
+    "0 circle, 1 square, 2 triangle, 3 pentagon, 4 star",
+    "as large as the training set and drawn from the same distribution",
+    "in the order of `test_data.npy`",
+)
+SHUFFLE_REQUIRED = (
+    "3x3 grid of 9x9-pixel patches",
+    "random order",
+    "between 0 and 1",
+    "permutation of the numbers 0 to 8",
+    "i-th entry is the position where the i-th patch of the sample belongs",
+    "left to right, then top to bottom",
+    "[3, 1, 4, 2, 0, 5, 7, 6, 8]",
+    "`train_data.npy`",
+    "`train_labels.npy`",
+    "`test_data.npy`",
+    "shape (1000, 9)",
+    "accuracy over the flattened predictions and labels",
+)
+
+FACTS = {
+    "shapes_easy": Facts(
+        (
+            *SHAPES_REQUIRED,
+            "all between 0 and 1",
+            "centred at (0.5, 0.5)",
+            "the same size and the same orientation",
+            "where the points lie along the outline changes",
+        ),
+        SHAPES_FORBIDDEN,
+        "np.random.randint(0, 5, size=len(test_data))",
+    ),
+    "shapes_hard": Facts(
+        (
+            *SHAPES_REQUIRED,
+            "most coordinates lie between 0 and 1",
+            "up to about 0.3 beyond it",
+            "the size, the position and the orientation of the shape are random in every sample",
+        ),
+        (*SHAPES_FORBIDDEN, r"cut (off|away)", r"stick out", r"part inside", r"centred"),
+        "np.random.randint(0, 5, size=len(test_data))",
+    ),
+    "digits_unsup": Facts(
+        (
+            "colour image of one digit",
+            "background that changes",
+            "15 pixels high and 7 pixels wide, with 3 colour channels",
+            "integers from 0 to 255",
+            "from 1 to 6",
+            "15962 unlabelled images",
+            "very unevenly spread",
+            "only 26 training images carry a label",
+            "500 images drawn from the same distribution as the unlabelled images",
+            "relatively more of the rare digits",
+            "`train_data_unlabeled.npy`",
+            "`train_data_labeled.npy`",
+            "`train_labels.npy`",
+            "`test_data.npy`",
+            "in the order of `test_data.npy`",
+        ),
+        (
+            r"\bfonts?\b",
+            r"typeface",
+            r"hand",
+            r"segment",
+            r"bitmap",
+            r"blocky",
+            r"slant",
+            r"stripes",
+            r"gradients?",
+            r"blotch",
+            r"noise",
+            r"\d+\s*%",
+            r"few percent",
+            r"evenly over",
+        ),
+        "np.random.randint(1, 7, size=len(test_data))",
+    ),
+    "shuffle_easy": Facts(
+        (*SHUFFLE_REQUIRED, "grayscale image of 27x27 pixels", "same distribution"),
+        SHUFFLE_FORBIDDEN,
+        "np.array([np.random.permutation(9) for _ in range(len(test_data))])",
+    ),
+    "shuffle_hard": Facts(
+        (
+            *SHUFFLE_REQUIRED,
+            "27x27-pixel square cut out of a 64x64 colour (RGB) image at a random position",
+            # Our data differs from the published: a few photographs, some flipped, test from others.
+            "views of a few colour photographs",
+            "mirrored or turned",
+            "test samples come from other photographs than the training samples",
+        ),
+        (*SHUFFLE_FORBIDDEN, r"same distribution", r"no border", r"no centred object"),
+        "np.array([np.random.permutation(9) for _ in range(len(test_data))])",
+    ),
+    "chess_winners": Facts(
+        (
+            "simulated weak players",
+            "not games of real people",
+            "standard algebraic notation (san)",
+            "a draw, a win for white or a win for black",
+            "one line of text",
+            "`1.e4 e5 3.Nf3 Nc6 5.Bb5 a6 ...`",
+            "counts half-moves",
+            "with probability 50%, the final single move (white's or black's) has been removed",
+            "may appear as `1.e4 e5 3.Nf3 Nc6 5.Bb5`",
+            "`train_games.txt`: 1000 training games, one per line",
+            "`train_labels.npy`",
+            "0 draw, 1 white wins, 2 black wins",
+            "`test_games.txt`: 1000 test games in the same format and from the same distribution",
+            "in the order of the lines of `test_games.txt`",
+        ),
+        (
+            r"\brated\b",
+            r"1300",
+            r"\belo\b",
+            r"amateur",
+            r"checkmate",
+            r"resign",
+            r"clock",
+            r"stalemate",
+            r"repetition",
+            r"fifty",
+            r"agreement",
+            r"decisive",
+            r"draws are rare",
+            r"more often",
+            r"always answering",
+            r"about 50%",
+            r"2\.Nf3",  # full-move numbers: our data counts plies
+        ),
+        "np.random.randint(0, 3, size=len(test_games))",
+    ),
+}
+
+
+def normalised(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+def prose(prompt: str) -> str:
+    """The prompt without its example script."""
+    return re.sub(r"```python\n.*?```", "", prompt, flags=re.S)
+
+
+@pytest.fixture(params=sorted(FACTS))
+def task(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def test_the_six_published_tasks_are_covered() -> None:
+    published = {"shapes_easy", "shapes_hard", "digits_unsup", "shuffle_easy", "shuffle_hard", "chess_winners"}
+    assert set(FACTS) == published
+    assert all((TASKS_DIR / name / "prompt.md").is_file() for name in published)
+
+
+def test_prompt_states_the_published_facts(task: str) -> None:
+    spec = load_task(TASKS_DIR / task)
+    text = normalised(spec.prompt)
+    missing = [fact for fact in FACTS[task].required if normalised(fact) not in text]
+    assert not missing, f"{task}/prompt.md no longer states: {missing}"
+    for name in spec.public_files:
+        assert f"`{name}`" in spec.prompt, name
+    # The output path and format, in the prose and in the script.
+    assert "results/test_preds.txt" in prose(spec.prompt) and "fmt='%d'" in prose(spec.prompt)
+
+
+def test_prompt_gives_no_hint_beyond_the_published_prompt(task: str) -> None:
+    text = normalised(load_task(TASKS_DIR / task).prompt)
+    found = [p for p in COMMON_FORBIDDEN + FACTS[task].forbidden if re.search(p, text, flags=re.I)]
+    assert not found, f"{task}/prompt.md carries hints the published prompt does not give: {found}"
+
+
+def test_example_script_has_the_published_structure(task: str) -> None:
+    spec = load_task(TASKS_DIR / task)
+    # One fenced block: the baseline model submits it, and no other block competes with it.
+    assert spec.prompt.count("```") == 2 and spec.prompt.count("```python\n") == 1
+    (script,) = code_blocks(spec.prompt)
+    lines = script.splitlines()
+    assert lines[:2] == ["import numpy as np", "import torch"]
+    assert 'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")' in lines
+    for name in spec.public_files:
+        assert f'"data/{name}"' in script, f"the example does not load {name}"
+    assert FACTS[task].dummy in script
+    # The int64 cast, then the save, as the last two lines.
+    assert lines[-2] == "preds = preds.astype(np.int64)"
+    assert SAVETXT.fullmatch(lines[-1])
+    compile(script, f"{task}/prompt.md", "exec")
+
+
+def test_stated_shapes_and_dtypes_are_those_of_the_data(task: str, built: Callable[[str], TaskData]) -> None:
+    spec = load_task(TASKS_DIR / task)
+    stated = FILE_FACT.findall(spec.prompt)
+    npy = [name for name in spec.public_files if name.endswith(".npy")]
+    assert sorted(name for name, _, _ in stated) == sorted(npy)
+    data = built(task)
+    for name, dtype, shape in stated:
+        array = np.load(data.public_dir / name, mmap_mode="r")
+        assert array.dtype == np.dtype(dtype), name
+        assert array.shape == tuple(int(n) for n in shape.split(",") if n.strip()), name
+    answers = data.answers()
+    # The hidden test answers have the shape the prompt asks for.
+    if task.startswith("shuffle"):
+        assert answers.shape == (1000, 9)
+    else:
+        assert answers.ndim == 1 and f"{len(answers)}" in spec.prompt
