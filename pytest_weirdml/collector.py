@@ -105,7 +105,7 @@ class ResultsCollector:
         if self.gate is not None:
             self.comparison = built.summary["comparison"]
             self.verdicts.finish(session, self.comparison)
-        saved = gate.save(self.settings, list(built.runs))
+        saved = gate.save(self.settings, list(built.runs), self.comparison)
         if saved is not None:
             self.files["baseline"] = saved
 

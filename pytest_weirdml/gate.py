@@ -162,10 +162,14 @@ def _junit_properties(
         return
 
 
-def save(settings: Settings, runs: list[RunRecord]) -> str | None:
-    """``--weirdml-save-baseline``: the session's finished runs as a baseline file; its path."""
+def save(settings: Settings, runs: list[RunRecord], comparison: dict[str, Any] | None = None) -> str | None:
+    """``--weirdml-save-baseline``: the session's finished runs as a baseline file; its path, or
+    why it was not written. A session that regressed against the baseline it was compared with
+    does not replace it, so a rolling baseline never rolls onto a regression."""
     if settings.save_baseline is None:
         return None
+    if comparison is not None and comparison.get("regressions"):
+        return f"not saved: this session regressed against {comparison.get('baseline')}, which stays as it is"
     baseline = from_session(runs, source=str(settings.session_dir))
     if not baseline.cells:
         return None  # nothing finished: an earlier baseline file is kept as it is

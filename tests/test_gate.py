@@ -228,6 +228,12 @@ def test_compare_then_save_rolls_the_baseline_forward(
     # The baseline is saved before the comparison is printed: compared against the old one, then rolled.
     better.stdout.fnmatch_lines([f"baseline: {saved}", "replay:agent.json*tiny*+0.400*improvement"])
     assert json.loads(saved.read_text())["models"]["replay:agent.json"]["tiny"]["scores"] == [1.0]
+    # A session that regressed does not become the baseline.
+    write_replay(replay, [CHANCE_SCRIPT])
+    worse = run(pytester, base_args, model, "--weirdml-runs=1", *both, reports="r3")
+    assert worse.ret == 1
+    worse.stdout.fnmatch_lines([f"baseline: not saved: this session regressed against {saved}*"])
+    assert json.loads(saved.read_text())["models"]["replay:agent.json"]["tiny"]["scores"] == [1.0]
 
 
 def test_unreadable_baselines_are_usage_errors(pytester: pytest.Pytester, tiny: Path, base_args: list[str]) -> None:
