@@ -1,4 +1,4 @@
-"""Chess positions from amateur games, each with a candidate move: is the move a blunder?
+"""Chess positions from games between simulated weak players, each with a candidate move: is the move a blunder?
 
 Positions come from games played like chess_winners plays them (its weak simulated players and
 opening book, imported from tasks/chess_winners/data.py), at three random plies of each game.
