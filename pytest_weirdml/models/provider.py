@@ -2,8 +2,9 @@
 
 A provider module subclasses ``ProviderModel`` with three methods: ``_connect`` (build the SDK
 client), ``_call`` (one request, no retries, returning the text and its token counts as a
-``Usage``, with the stop reason and whether the answer ended at the output cap) and ``_classify`` (is this exception worth a retry, what does the provider say, how
-long does it ask us to wait), declares the settings only it takes (``options``), and registers
+``Usage``, with the stop reason and whether the answer ended at the output cap) and
+``_classify`` (is this exception worth a retry, what does the provider say, how long does it ask
+us to wait), declares the settings only it takes (``options``), and registers
 itself in ``base.PROVIDERS``: adding a provider is adding its module. Retries are tenacity's, with
 the SDK's own turned off, so every retry is counted, bounded and recorded in one place; the
 cost, latency and retries complete the call's ``Usage``.
