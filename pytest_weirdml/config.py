@@ -345,6 +345,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "openai-compatible:MODEL (default: base_url from the models config, else the provider's).",
     )
     group.addoption(
+        "--weirdml-max-output-tokens",
+        dest="weirdml_max_output_tokens",
+        type=_positive_int("--weirdml-max-output-tokens"),
+        default=None,
+        metavar="N",
+        help="output cap of every API model's answers, in tokens (default: max_output_tokens from the models "
+        "config: 64000 anthropic, 128000 openai, 65536 google; openai-compatible: the server's own limit, else 8192).",
+    )
+    group.addoption(
         "--weirdml-cache",
         dest="weirdml_cache",
         action="store_true",
@@ -398,6 +407,7 @@ class Settings:
     gpus: tuple[str, ...] = ()
     # One line per chosen model that its provider is retiring (said once, by the controller).
     model_notes: tuple[str, ...] = ()
+    cap_notes: tuple[str, ...] = ()
     protocol: str = PUBLISHED
     # None: every task's own seed. A session run with ``random`` holds the seed that was drawn.
     data_seed: int | None = None
@@ -414,10 +424,12 @@ class Settings:
         return self.reports_dir / self.session
 
 
-def _models(raw: list[str], catalog: Catalog) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The chosen model names, and a note for each one its provider is retiring."""
+def _models(raw: list[str], catalog: Catalog) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The chosen model names, a note for each one its provider is retiring, and one for each
+    whose output cap is a fallback."""
     names = tuple(dict.fromkeys(name.strip() for chunk in raw for name in chunk.split(",") if name.strip()))
     notes = []
+    caps = []
     for name in names:
         try:
             # Building the client checks its SDK and API key: a missing one stops the session here.
@@ -428,7 +440,9 @@ def _models(raw: list[str], catalog: Catalog) -> tuple[tuple[str, ...], tuple[st
         model.close()
         if note:
             notes.append(note)
-    return names, tuple(notes)
+        if model.cap_note:
+            caps.append(model.cap_note)
+    return names, tuple(notes), tuple(caps)
 
 
 def _leaderboard(text: str | None) -> Path | None:
@@ -489,17 +503,20 @@ def settings_from(
     else:
         cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-weirdml" / "data"
     try:
-        catalog = Catalog.load(config.rootpath, base_url=opt.weirdml_base_url)
+        catalog = Catalog.load(
+            config.rootpath, base_url=opt.weirdml_base_url, max_output_tokens=opt.weirdml_max_output_tokens
+        )
     except ValueError as exc:
         raise pytest.UsageError(f"models config: {exc}") from None
     responses: Path | None = None
     if opt.weirdml_cache:
         default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-weirdml" / "responses"
         responses = Path(opt.weirdml_cache_dir).expanduser() if opt.weirdml_cache_dir else default
-    names, notes = _models(opt.weirdml_models, catalog)
+    names, notes, caps = _models(opt.weirdml_models, catalog)
     return Settings(
         models=names,
         model_notes=notes,
+        cap_notes=caps,
         runs=runs,
         iterations=opt.weirdml_iterations,
         time_limit_s=opt.weirdml_time_limit,

@@ -17,7 +17,7 @@ from pytest_weirdml.errors import HarnessError
 from pytest_weirdml.extract import extract_code
 from pytest_weirdml.models import Message, Model, Request
 from pytest_weirdml.protocol import PUBLISHED
-from pytest_weirdml.records import IterationRecord, RunRecord
+from pytest_weirdml.records import IterationRecord, RunRecord, Usage
 from pytest_weirdml.redact import redact, redact_optional
 from pytest_weirdml.sandbox import Environment, ExecResult, Limits, Sandbox, size_text
 from pytest_weirdml.tasks import Score, TaskData, TaskSpec, score_predictions
@@ -52,6 +52,15 @@ def outcome(iteration: int, result: ExecResult | None, score: Score) -> protocol
         duration_s=result.duration_s,
         exit_note="timed out" if result.timed_out else f"exit code {result.exit_code}",
     )
+
+
+def no_code_reason(usage: Usage) -> str:
+    """Why an answer without a script scores 0: the output cap, when it cut the answer (an answer
+    cut after a complete block still runs that block), else the missing fence."""
+    if usage.truncated:
+        cap = f" ({usage.max_output_tokens} tokens)" if usage.max_output_tokens else ""
+        return f"the answer hit the output-token cap{cap}"
+    return "no code block in the response (put the script between ``` fences)"
 
 
 def judge(result: ExecResult, answers_score: Callable[[bytes | None], Score], limits: Limits) -> Score:
@@ -129,7 +138,7 @@ def run_task(
         code = extract_code(response.text)
         result: ExecResult | None = None
         if code is None:
-            score = Score(0.0, "no code block in the response (put the script between ``` fences)")
+            score = Score(0.0, no_code_reason(response.usage))
         else:
             result = sandbox.run(code, data.public_dir, limits, gpu=settings.gpu)
             score = judge(result, lambda content: score_predictions(content, answers, cap=limits.results_bytes), limits)

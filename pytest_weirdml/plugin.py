@@ -28,6 +28,10 @@ class ModelDeprecatedWarning(UserWarning):
     """A chosen model is being retired by its provider (said once per session)."""
 
 
+class OutputCapWarning(UserWarning):
+    """A chosen model's output cap is a fallback: its server states no limit (said once per session)."""
+
+
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)
 
@@ -58,6 +62,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(ResultsCollector(settings, baseline), "weirdml-results")
         for note in settings.model_notes:
             config.issue_config_time_warning(ModelDeprecatedWarning(note), stacklevel=2)
+        for note in settings.cap_notes:
+            config.issue_config_time_warning(OutputCapWarning(note), stacklevel=2)
         if config.option.weirdml_build_image:
             _build_image()
 

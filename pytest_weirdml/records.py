@@ -35,6 +35,9 @@ class Usage:
     provider's prompt cache; ``output_tokens`` counts everything generated, ``reasoning_tokens``
     the hidden part of it. ``cost_usd`` is ``None`` when the model has no price. ``retries``
     lists the failed attempts before the answer, each ``{"attempt", "error", "wait_s"}``.
+    ``stop_reason`` is why the provider says the answer ended, in its own words (``end_turn``,
+    ``length``, ``MAX_TOKENS``); ``truncated`` that it ended at ``max_output_tokens``, the output
+    cap the call ran under (``None`` when the provider was given none).
     """
 
     input_tokens: int = 0
@@ -44,6 +47,9 @@ class Usage:
     cost_usd: float | None = None
     latency_s: float = 0.0
     retries: tuple[dict[str, Any], ...] = ()
+    stop_reason: str | None = None
+    truncated: bool = False
+    max_output_tokens: int | None = None
 
     def redacted(self) -> Usage:
         """A copy whose retry messages (a provider's error text) hold no secret."""

@@ -3,8 +3,10 @@
 ``FakeProvider(wire)`` speaks enough of one wire protocol (``anthropic``: Messages,
 ``openai``: Chat Completions, ``google``: Gemini generateContent) for the SDK pointed at
 ``base_url`` to work. Each request takes the next ``Planned`` answer from ``plan`` (an error
-status, a stall, a dropped connection); with the plan empty, ``responder`` writes the text
-from the conversation so far. Every request is kept in ``requests``.
+status, a stall, a dropped connection, an answer cut at the output cap); with the plan empty,
+``responder`` writes the text from the conversation so far. Every request is kept in
+``requests``. ``models`` is what ``GET /v1/models`` lists (openai wire; 404 when ``None``),
+vLLM's way: ``[{"id": "tiny-llm", "max_model_len": 40960}]``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class Planned:
     delay_s: float = 0.0
     drop: bool = False
     usage: Usage | None = None
+    # The answer stopped at the request's output cap (each wire's own stop reason).
+    cut: bool = False
 
 
 @dataclass
@@ -60,6 +64,8 @@ class FakeProvider:
         self.usage = usage or Usage()
         self.plan: deque[Planned] = deque()
         self.requests: list[Seen] = []
+        self.models: list[dict[str, Any]] | None = None
+        self.listings: list[str] = []  # the GET paths asked, apart from the requests
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -77,6 +83,9 @@ class FakeProvider:
 
             def do_POST(self) -> None:
                 provider._handle(self)
+
+            def do_GET(self) -> None:
+                provider._list_models(self)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -107,22 +116,21 @@ class FakeProvider:
             return
         if planned.status == 200:
             text = planned.text if planned.text is not None else self.responder(conversation)
-            payload = self._ok(body, text, planned.usage or self.usage)
+            payload = self._ok(body, text, planned.usage or self.usage, planned.cut)
         else:
             payload = self._error(planned)
-        data = json.dumps(payload).encode()
-        try:
-            handler.send_response(planned.status)
-            handler.send_header("content-type", "application/json")
-            handler.send_header("content-length", str(len(data)))
-            for key, value in planned.headers.items():
-                handler.send_header(key, value)
-            handler.end_headers()
-            handler.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (a timeout test)
+        _send(handler, planned.status, payload, planned.headers)
 
-    def _ok(self, body: dict[str, Any], text: str, usage: Usage) -> dict[str, Any]:
+    def _list_models(self, handler: BaseHTTPRequestHandler) -> None:
+        with self._lock:
+            self.listings.append(handler.path)
+        if self.wire != "openai" or self.models is None or handler.path.rstrip("/") != "/v1/models":
+            _send(handler, 404, {"error": {"message": "not found", "type": "not_found", "code": None}})
+            return
+        listed = [{"object": "model", "created": 0, "owned_by": "fake", **entry} for entry in self.models]
+        _send(handler, 200, {"object": "list", "data": listed})
+
+    def _ok(self, body: dict[str, Any], text: str, usage: Usage, cut: bool = False) -> dict[str, Any]:
         model = body.get("model", "")
         if self.wire == "anthropic":
             return {
@@ -131,7 +139,7 @@ class FakeProvider:
                 "role": "assistant",
                 "model": model,
                 "content": [{"type": "text", "text": text}],
-                "stop_reason": "end_turn",
+                "stop_reason": "max_tokens" if cut else "end_turn",
                 "stop_sequence": None,
                 "usage": {
                     # Anthropic counts cache reads apart from input_tokens.
@@ -148,7 +156,13 @@ class FakeProvider:
                 "object": "chat.completion",
                 "created": 0,
                 "model": model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "length" if cut else "stop",
+                    }
+                ],
                 "usage": {
                     "prompt_tokens": usage.input,
                     "completion_tokens": usage.output,
@@ -159,7 +173,11 @@ class FakeProvider:
             }
         return {
             "candidates": [
-                {"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}
+                {
+                    "content": {"role": "model", "parts": [{"text": text}]},
+                    "finishReason": "MAX_TOKENS" if cut else "STOP",
+                    "index": 0,
+                }
             ],
             "usageMetadata": {
                 "promptTokenCount": usage.input,
@@ -184,6 +202,20 @@ class FakeProvider:
             planned.status, "UNAVAILABLE"
         )
         return {"error": {"code": planned.status, "message": planned.error, "status": status}}
+
+
+def _send(handler: BaseHTTPRequestHandler, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+    data = json.dumps(payload).encode()
+    try:
+        handler.send_response(status)
+        handler.send_header("content-type", "application/json")
+        handler.send_header("content-length", str(len(data)))
+        for key, value in (headers or {}).items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        handler.wfile.write(data)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the client gave up (a timeout test)
 
 
 def _conversation(wire: str, body: dict[str, Any]) -> list[tuple[str, str]]:

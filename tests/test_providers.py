@@ -420,3 +420,127 @@ def test_aliases_merge_shipped_and_user_settings(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"unknown settings \['price'\]"):
         Catalog.load(tmp_path)
     assert not Catalog.load().knows("nope") and Catalog.load().knows("gemini")
+
+
+# Output caps --------------------------------------------------------------------------------------
+
+# The published top models spend up to ~72k output tokens per call; the shipped caps are the
+# providers' own maxima, and a cut answer is told apart from an answer without code.
+SHIPPED_CAPS = {
+    "anthropic": [("claude", 64000), ("claude-opus", 64000), ("claude-haiku", 64000)],
+    "openai": [("gpt", 128000), ("gpt-mini", 128000), ("openai:gpt-4.1", 32768)],
+    "google": [("gemini", 65536), ("gemini-flash", 65536)],
+}
+STOP_REASONS = {"anthropic": "max_tokens", "openai": "length", "google": "MAX_TOKENS"}
+CUT_MID_FENCE = "I will train a small network.\n\n```python\nimport numpy as np\nx = np.load('data/x.npy')\nfor"
+CUT_AFTER_BLOCK = f"First the whole script.\n\n```python\n{CORRECT}```\n\nThen a variant:\n\n```python\nimport nu"
+
+
+def test_shipped_caps_reach_the_wire(wire: str) -> None:
+    field = {"anthropic": "max_tokens", "openai": "max_completion_tokens", "google": "maxOutputTokens"}[wire]
+    with FakeProvider(wire, lambda c: "fine") as server:
+        catalog = Catalog.load().with_base_url(server.base_url)
+        for alias, cap in SHIPPED_CAPS[wire]:
+            config = catalog.lookup(alias)
+            assert config.max_output_tokens == cap
+            # Long enough to wait for a whole answer of that size (an hour per 128k tokens).
+            assert config.request_timeout_s == max(600.0, 3600.0 * cap / 128_000)
+            _ask(models.build_provider(config))  # type: ignore[arg-type]
+    bodies = [s.body.get("generationConfig", s.body) for s in server.requests]
+    assert [body[field] for body in bodies] == [cap for _, cap in SHIPPED_CAPS[wire]]
+
+
+@pytest.mark.parametrize("kind", [*WIRES, "openai-compatible"])
+def test_an_answer_cut_at_the_cap_gets_its_own_zero_reason(project: pytest.Pytester, kind: str) -> None:
+    wire = "openai" if kind == "openai-compatible" else kind
+    _need_sdk(wire)
+    with FakeProvider(wire, solver) as server:
+        server.plan.extend([Planned(text=CUT_MID_FENCE, cut=True), Planned(text=CUT_AFTER_BLOCK, cut=True)])
+        if kind == "openai-compatible":
+            # vLLM's listing: the context length caps prompt and answer together.
+            server.models = [{"id": "tiny-llm", "max_model_len": 40960}]
+            result = _run(
+                project, "--weirdml-model=openai-compatible:tiny-llm", f"--weirdml-base-url={server.base_url}"
+            )
+            cap = 40960 - 100  # what the 100-token prompt left
+        else:
+            project.makepyprojecttoml(_config(wire, server))
+            result = _run(project, "--weirdml-model=fake")
+            cap = 1000
+    result.assert_outcomes(passed=1)
+    first, second, third = _records(project)
+    assert first["score"] == 0.0 and first["zero_reason"] == f"the answer hit the output-token cap ({cap} tokens)"
+    for record in (first, second):
+        usage = record["usage"]
+        assert isinstance(usage, dict)
+        assert (usage["stop_reason"], usage["truncated"], usage["max_output_tokens"]) == (STOP_REASONS[wire], True, cap)
+    # Cut after a complete block: that block is the script, and it runs.
+    assert second["score"] == 1.0 and second["code"] == CORRECT
+    assert third["usage"]["truncated"] is False  # type: ignore[index]
+    # The model reads the reason as its feedback.
+    assert (
+        f"Test accuracy: 0.0 (the answer hit the output-token cap ({cap} tokens))"
+        in server.requests[1].conversation[-1][1]
+    )
+    if kind == "openai-compatible":
+        assert server.listings == ["/v1/models"] * len(server.listings) and 1 <= len(server.listings) <= 2
+        assert all("max_tokens" not in s.body for s in server.requests)
+
+
+def _compatible(server: FakeProvider, **settings: object) -> ProviderModel:
+    config = ModelConfig(
+        name="openai-compatible:tiny-llm",
+        provider="openai-compatible",
+        model="tiny-llm",
+        base_url=server.base_url,
+        **{"timeout_s": 5.0, "retry_initial_s": 0.01, **settings},  # type: ignore[arg-type]
+    )
+    model = models.build_provider(config)
+    assert isinstance(model, ProviderModel)
+    return model
+
+
+def test_openai_compatible_cap_follows_the_server() -> None:
+    _need_sdk("openai")
+    with FakeProvider("openai", lambda c: "fine") as server:
+        server.models = [{"id": "other", "max_model_len": 8}, {"id": "tiny-llm", "max_model_len": 40960}]
+        first, second = _compatible(server), _compatible(server)
+        response = _ask(first)
+        _ask(second)
+        # Asked once for both clients; the answer may fill what the prompt leaves of the context.
+        assert server.listings == ["/v1/models"]
+        assert first.config.max_output_tokens == 40960 and first.cap_note is None
+        assert "max_tokens" not in server.requests[0].body
+        assert response.usage.max_output_tokens == 40960 - 100
+    with FakeProvider("openai", lambda c: "fine") as server:
+        # OpenRouter's listing: an output limit of its own is sent as the cap.
+        server.models = [{"id": "tiny-llm", "context_length": 200000, "top_provider": {"max_completion_tokens": 50000}}]
+        _ask(_compatible(server))
+        # An explicit setting wins, and the server is not asked.
+        with FakeProvider("openai", lambda c: "fine") as other:
+            other.models = server.models
+            _ask(_compatible(other, max_output_tokens=1234))
+            assert other.listings == [] and other.requests[0].body["max_tokens"] == 1234
+    assert server.requests[0].body["max_tokens"] == 50000
+
+
+def test_openai_compatible_cap_falls_back_with_a_note(project: pytest.Pytester) -> None:
+    _need_sdk("openai")
+    with FakeProvider("openai", solver) as server:  # lists no models (404)
+        result = _run(project, "--weirdml-model=openai-compatible:tiny-llm", f"--weirdml-base-url={server.base_url}")
+        assert {s.body["max_tokens"] for s in server.requests} == {8192}
+        note = _compatible(server).cap_note
+        assert note is not None and "8192" in note and "--weirdml-max-output-tokens" in note
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines(["*OutputCapWarning*states no output or context limit for tiny-llm*8192*"])
+        server.requests.clear()
+        # The command line wins over the server and over the models config.
+        project.makepyprojecttoml(_config("anthropic", server))
+        _run(
+            project,
+            "--weirdml-model=openai-compatible:tiny-llm",
+            f"--weirdml-base-url={server.base_url}",
+            "--weirdml-max-output-tokens=777",
+        ).assert_outcomes(passed=1)
+    assert {s.body["max_tokens"] for s in server.requests} == {777}
+    assert Catalog.load(project.path, max_output_tokens=777).lookup("fake").max_output_tokens == 777

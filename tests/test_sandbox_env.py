@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_weirdml.errors import SandboxError
+from pytest_weirdml.protocol import system_prompt
 from pytest_weirdml.sandbox import venv
 
 # Nothing to install: the environment itself, its marker and its reuse are what is tested here.
@@ -94,3 +95,52 @@ def test_the_chess_data_builds_on_the_host_while_scripts_cannot_import_chess() -
     if not python.exists():
         pytest.skip(f"the sandbox environment is not built; {venv.BUILD_COMMAND}")
     assert subprocess.run([python, "-c", "import chess"], capture_output=True).returncode != 0
+
+
+@pytest.mark.parametrize("fake", ["importable", "broken", "absent"])
+def test_an_optional_package_is_announced_only_where_it_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: str
+) -> None:
+    """torchaudio and torchvision are offered where a matching build imports; the system prompt
+    names them only then. A tiny stand-in torchaudio, really installed into a bare environment."""
+    import warnings
+
+    from pytest_weirdml.sandbox.local import LocalSandbox
+    from pytest_weirdml.sandbox.probe import MissingPackagesWarning
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no import verdict from another test
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "env")], check=True)
+    python = venv.interpreter(tmp_path / "env")
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], capture_output=True, text=True
+    ).stdout.strip()
+    if fake != "absent":
+        package = Path(site) / "torchaudio"
+        package.mkdir()
+        # Like torchvision beside a torch it was not built for: installed, but its import fails.
+        body = "raise ImportError('operator torchaudio::stft does not exist')\n" if fake == "broken" else ""
+        (package / "__init__.py").write_text(body + "__version__ = '2.13.0'\n")
+        info = Path(site) / "torchaudio-2.13.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torchaudio\nVersion: 2.13.0\n")
+        (info / "top_level.txt").write_text("torchaudio\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        environment = LocalSandbox(str(python)).environment()
+    assert ("torchaudio" in environment.packages) == (fake == "importable")
+    if fake == "importable":
+        assert environment.packages["torchaudio"] == "2.13.0"
+    assert "torchvision" not in environment.packages
+    told = system_prompt(
+        "published",
+        device="CPU",
+        python=environment.python,
+        packages=environment.packages,
+        iterations=5,
+        time_limit_s=120,
+    )
+    assert ("torchaudio 2.13.0" in told) == (fake == "importable")
+    # The bare environment lacks the required packages, and says so; never the optional ones.
+    lacking = [str(w.message) for w in caught if issubclass(w.category, MissingPackagesWarning)]
+    assert len(lacking) == 1 and "numpy" in lacking[0]
+    assert "torchaudio" not in lacking[0] and "torchvision" not in lacking[0]

@@ -36,7 +36,7 @@ class AnthropicModel(ProviderModel):
         return self._sdk.Anthropic(
             api_key=api_key,
             base_url=self.config.base_url,
-            timeout=self.config.timeout_s,
+            timeout=self.config.request_timeout_s,
             max_retries=0,  # tenacity retries, so each one is counted and recorded
         )
 
@@ -52,9 +52,9 @@ class AnthropicModel(ProviderModel):
         system, turns = split_system(messages)
         kwargs: dict[str, Any] = {
             "model": config.model,
-            "max_tokens": config.max_output_tokens,
+            "max_tokens": config.output_cap,
             "messages": [{"role": m.role, "content": m.content} for m in turns],
-            "timeout": config.timeout_s,
+            "timeout": config.request_timeout_s,
         }
         if system:
             kwargs["system"] = system
@@ -80,7 +80,20 @@ class AnthropicModel(ProviderModel):
         prompt = usage.input_tokens + cached + (usage.cache_creation_input_tokens or 0)
         details = getattr(usage, "output_tokens_details", None)
         thinking = getattr(details, "thinking_tokens", 0) or 0
-        return Response(text, Usage(prompt, usage.output_tokens, thinking, cached))
+        reason = message.stop_reason
+        return Response(
+            text,
+            Usage(
+                prompt,
+                usage.output_tokens,
+                thinking,
+                cached,
+                stop_reason=reason,
+                # A full context window cuts the answer as surely as max_tokens does.
+                truncated=reason in ("max_tokens", "model_context_window_exceeded"),
+                max_output_tokens=config.output_cap,
+            ),
+        )
 
     def _classify(self, exc: BaseException) -> Failure | None:
-        return sdk_failure(exc, self._sdk, self.config.timeout_s)
+        return sdk_failure(exc, self._sdk, self.config.request_timeout_s)

@@ -58,6 +58,8 @@ class Model(abc.ABC):
 
     name: str
     max_iterations: int | None = None
+    # One line for the user when the output cap is a fallback (the server states no limit).
+    cap_note: str | None = None
 
     @abc.abstractmethod
     def generate(self, request: Request) -> Response: ...

@@ -5,7 +5,7 @@ overrides them in ``[tool.weirdml]`` of its ``pyproject.toml`` or in a ``weirdml
 at the rootdir; ``weirdml.toml`` wins), with the same layout::
 
     [providers.anthropic]             # defaults for every anthropic model
-    max_output_tokens = 32000
+    max_output_tokens = 64000
 
     [models."anthropic:claude-sonnet-5-5"]   # settings of one provider model (prices here)
     price_input = 3.0                 # USD per million input tokens
@@ -17,7 +17,8 @@ at the rootdir; ``weirdml.toml`` wins), with the same layout::
     thinking_budget = 16000
 
 A name resolves to: the provider's defaults, then the ``provider:model-id`` entry, then each
-alias on the way, the nearest last. Which providers exist, and which settings each one takes
+alias on the way, the nearest last; ``--weirdml-max-output-tokens`` and ``--weirdml-base-url``
+override every model's. Which providers exist, and which settings each one takes
 besides the common ones, the provider modules say (``base.PROVIDERS``, ``ProviderModel.options``).
 """
 
@@ -54,6 +55,19 @@ _COMMON: dict[str, tuple[type, ...]] = {
     "replacement": (str,),
 }
 
+# A provider's output cap when neither the models config nor the provider sets one.
+FALLBACK_MAX_OUTPUT_TOKENS = 16384
+
+
+def answer_timeout_s(max_output_tokens: int) -> float:
+    """How long to wait for a whole (non-streamed) answer of up to ``max_output_tokens``.
+
+    The Anthropic SDK's own estimate: up to an hour per 128k output tokens, and never less than
+    its 10-minute default. A shorter timeout would cut, and retry, exactly the long answers the
+    cap allows.
+    """
+    return max(600.0, 3600.0 * max_output_tokens / 128_000)
+
 
 def _specific(provider: str) -> dict[str, tuple[type, ...]]:
     """The settings only this provider takes (reasoning knobs differ per API; a knob given to
@@ -72,7 +86,8 @@ class ModelConfig:
     name: str
     provider: str
     model: str
-    max_output_tokens: int = 16384
+    # None: the provider's own default (openai-compatible asks its server).
+    max_output_tokens: int | None = None
     temperature: float | None = None
     thinking_budget: int | str | None = None
     effort: str | None = None
@@ -88,7 +103,8 @@ class ModelConfig:
     iterations: int | None = None
     base_url: str | None = None
     api_key_env: tuple[str, ...] = ()
-    timeout_s: float = 600.0
+    # None: ``answer_timeout_s`` of the output cap.
+    timeout_s: float | None = None
     max_retries: int = 6
     max_retry_wait_s: float = 600.0
     retry_initial_s: float = 1.0
@@ -96,6 +112,15 @@ class ModelConfig:
     @property
     def spec(self) -> str:
         return f"{self.provider}:{self.model}"
+
+    @property
+    def output_cap(self) -> int:
+        return self.max_output_tokens or FALLBACK_MAX_OUTPUT_TOKENS
+
+    @property
+    def request_timeout_s(self) -> float:
+        """Seconds to wait for one answer: ``timeout_s``, else long enough for the output cap."""
+        return self.timeout_s if self.timeout_s is not None else answer_timeout_s(self.output_cap)
 
     def identity(self) -> dict[str, Any]:
         """The settings that shape answers (not prices, retries, keys or where the server is)."""
@@ -137,12 +162,16 @@ class Catalog:
     models: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     base_url: str | None = None
     sources: tuple[str, ...] = ()
+    max_output_tokens: int | None = None
 
     @classmethod
-    def load(cls, rootdir: Path | None = None, *, base_url: str | None = None) -> Catalog:
+    def load(
+        cls, rootdir: Path | None = None, *, base_url: str | None = None, max_output_tokens: int | None = None
+    ) -> Catalog:
         """The shipped defaults, extended by ``rootdir``'s pyproject.toml and weirdml.toml.
 
-        ``base_url`` (``--weirdml-base-url``) overrides every model's server. Raises
+        ``base_url`` (``--weirdml-base-url``) overrides every model's server,
+        ``max_output_tokens`` (``--weirdml-max-output-tokens``) every model's output cap. Raises
         ``ValueError`` naming the file and the problem.
         """
         shipped = resources.files("pytest_weirdml.models").joinpath("models.toml")
@@ -168,7 +197,7 @@ class Catalog:
             for name, entry in _tables(source, layer, "models").items():
                 _check(source, f"models.{name}", entry, None)
                 models.setdefault(name, {}).update(entry)
-        return cls(providers, models, base_url, tuple(source for source, _ in layers))
+        return cls(providers, models, base_url, tuple(source for source, _ in layers), max_output_tokens)
 
     def with_base_url(self, base_url: str | None) -> Catalog:
         return replace(self, base_url=base_url)
@@ -196,6 +225,8 @@ class Catalog:
         merged.pop("model", None)
         if self.base_url:
             merged["base_url"] = self.base_url
+        if self.max_output_tokens:
+            merged["max_output_tokens"] = self.max_output_tokens
         own = _specific(provider)
         wrong = sorted(set(merged) - set(_COMMON) - set(own))
         if wrong:

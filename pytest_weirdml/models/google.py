@@ -8,6 +8,7 @@ model allows), ``thinking_level``, ``temperature``. Thought tokens are billed as
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from pytest_weirdml.models.base import PROVIDERS, Message, Response
@@ -28,7 +29,9 @@ class GoogleModel(ProviderModel):
         # The HTTP library the SDK raises transport errors from (httpx2 in new releases, httpx before).
         self._httpx = _http_library()
         # No retry_options: the SDK then never retries, and tenacity does it here, recorded.
-        options = self._types.HttpOptions(base_url=self.config.base_url, timeout=int(self.config.timeout_s * 1000))
+        options = self._types.HttpOptions(
+            base_url=self.config.base_url, timeout=int(self.config.request_timeout_s * 1000)
+        )
         return genai.Client(api_key=api_key, http_options=options)
 
     def _call(self, messages: Sequence[Message]) -> Response:
@@ -45,24 +48,29 @@ class GoogleModel(ProviderModel):
             )
         settings = types.GenerateContentConfig(
             system_instruction=system or None,
-            max_output_tokens=config.max_output_tokens,
+            max_output_tokens=config.output_cap,
             temperature=config.temperature,
             thinking_config=thinking,
         )
         response = self._client.models.generate_content(model=config.model, contents=contents, config=settings)
+        first = (response.candidates or [None])[0]
         text = "".join(
             part.text
-            for candidate in (response.candidates or [])[:1]
-            for part in ((candidate.content.parts if candidate.content else None) or [])
+            for part in ((first.content.parts if first and first.content else None) or [])
             if part.text and not part.thought
         )
+        finish = first.finish_reason if first else None
+        # An enum of the SDK (FinishReason.MAX_TOKENS), or its plain text for values it does not know.
+        reason = None if finish is None else str(getattr(finish, "value", finish))
+        stop = Usage(stop_reason=reason, truncated=reason == "MAX_TOKENS", max_output_tokens=config.output_cap)
         usage = response.usage_metadata
         if usage is None:
-            return Response(text)
+            return Response(text, stop)
         thoughts = usage.thoughts_token_count or 0
         return Response(
             text,
-            Usage(
+            replace(
+                stop,
                 input_tokens=usage.prompt_token_count or 0,
                 output_tokens=(usage.candidates_token_count or 0) + thoughts,
                 reasoning_tokens=thoughts,
@@ -77,7 +85,7 @@ class GoogleModel(ProviderModel):
             message = f"{exc.status}: {exc.message}" if exc.status else str(exc.message or exc)
             return status_failure(int(exc.code or 0), message, headers)
         if isinstance(exc, self._httpx.TimeoutException):
-            return Failure(True, f"timeout: no complete answer within {self.config.timeout_s:g} s")
+            return Failure(True, f"timeout: no complete answer within {self.config.request_timeout_s:g} s")
         if isinstance(exc, self._httpx.TransportError):
             return Failure(True, f"connection error: {type(exc).__name__}: {exc}")
         return None

@@ -4,11 +4,21 @@
 ``openai-compatible:MODEL`` to vLLM, Ollama, llama.cpp, OpenRouter and the like at a base URL
 (``--weirdml-base-url`` or ``base_url`` in the models config), sending the older
 ``max_tokens`` that those servers all accept and no key unless ``api_key_env`` names one.
+
+Without a ``max_output_tokens`` of its own, an openai-compatible model takes its output cap from
+the server's ``GET /models`` (asked once per process and server): an output limit it lists
+(OpenRouter's ``top_provider.max_completion_tokens``) is sent as ``max_tokens``; a context length
+alone (vLLM's ``max_model_len``, OpenRouter's ``context_length``) is the cap of prompt and answer
+together, so the request carries no ``max_tokens`` and the answer may fill what the prompt leaves
+(vLLM refuses a ``max_tokens`` over that room; without one it grants all of it). A server that
+lists neither gets 8192 and the session says so.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from pytest_weirdml.models.base import PROVIDERS, Message, Response
@@ -23,6 +33,8 @@ class OpenAIModel(ProviderModel):
     extra = "openai"
     options: ClassVar[Mapping[str, tuple[type, ...]]] = {"reasoning_effort": (str,), "extra_body": (dict,)}
     max_tokens_field = "max_completion_tokens"
+    # The server's context length when it is the cap (no max_tokens sent); see the module doc.
+    _room: int | None = None
 
     def _connect(self, api_key: str | None) -> Any:
         self._sdk = import_sdk("openai", self.provider, self.extra)
@@ -30,7 +42,7 @@ class OpenAIModel(ProviderModel):
             # Passed explicitly, so an OPENAI_API_KEY in the environment never goes to another server.
             api_key=api_key or "no-key",
             base_url=self.config.base_url,
-            timeout=self.config.timeout_s,
+            timeout=self.config.request_timeout_s,
             max_retries=0,  # tenacity retries, so each one is counted and recorded
         )
 
@@ -39,9 +51,10 @@ class OpenAIModel(ProviderModel):
         kwargs: dict[str, Any] = {
             "model": config.model,
             "messages": [{"role": m.role, "content": m.content} for m in messages],
-            self.max_tokens_field: config.max_output_tokens,
-            "timeout": config.timeout_s,
+            "timeout": config.request_timeout_s,
         }
+        if self._room is None:
+            kwargs[self.max_tokens_field] = config.output_cap
         if config.temperature is not None:
             kwargs["temperature"] = config.temperature
         if config.reasoning_effort:
@@ -51,16 +64,23 @@ class OpenAIModel(ProviderModel):
         completion = self._client.chat.completions.create(**kwargs)
         if not completion.choices:
             raise _NoChoices(f"the server answered with no choices (model {config.model})")
-        text = completion.choices[0].message.content or ""
+        choice = completion.choices[0]
+        text = choice.message.content or ""
+        reason = choice.finish_reason
         usage = completion.usage
+        prompt = (usage.prompt_tokens or 0) if usage else 0
+        # Where the context is the cap, this answer had what its prompt left of it.
+        cap = config.output_cap if self._room is None else max(self._room - prompt, 0)
+        stop = Usage(stop_reason=reason, truncated=reason == "length", max_output_tokens=cap)
         if usage is None:
-            return Response(text)
+            return Response(text, stop)
         prompt_details = getattr(usage, "prompt_tokens_details", None)
         output_details = getattr(usage, "completion_tokens_details", None)
         return Response(
             text,
-            Usage(
-                input_tokens=usage.prompt_tokens or 0,
+            replace(
+                stop,
+                input_tokens=prompt,
                 output_tokens=usage.completion_tokens or 0,
                 reasoning_tokens=getattr(output_details, "reasoning_tokens", 0) or 0,
                 cached_tokens=getattr(prompt_details, "cached_tokens", 0) or 0,
@@ -70,7 +90,7 @@ class OpenAIModel(ProviderModel):
     def _classify(self, exc: BaseException) -> Failure | None:
         if isinstance(exc, _NoChoices):
             return Failure(False, str(exc))
-        return sdk_failure(exc, self._sdk, self.config.timeout_s)
+        return sdk_failure(exc, self._sdk, self.config.request_timeout_s)
 
 
 @PROVIDERS.register("openai-compatible", usage="openai-compatible:MODEL")
@@ -87,6 +107,50 @@ class OpenAICompatibleModel(OpenAIModel):
                 "or set base_url under [tool.weirdml.providers.openai-compatible] (or the model's own table)"
             )
         super().__init__(config)
+
+    def _default_cap(self) -> int:
+        config = self.config
+        key = (str(config.base_url), config.model)
+        with _LIMITS_LOCK:
+            if key not in _SERVER_LIMITS:
+                _SERVER_LIMITS[key] = self._server_limits()
+        output, context, why = _SERVER_LIMITS[key]
+        if output:
+            return output
+        if context:
+            self._room = context
+            return context
+        self.cap_note = (
+            f"{config.name}: the server at {config.base_url} states no output or context limit for "
+            f"{config.model} ({why}); answers are capped at {FALLBACK_COMPATIBLE_CAP} tokens: set "
+            "max_output_tokens in the models config or pass --weirdml-max-output-tokens"
+        )
+        return FALLBACK_COMPATIBLE_CAP
+
+    def _server_limits(self) -> tuple[int | None, int | None, str]:
+        """(output limit, context length, why neither) from the server's model listing."""
+        try:
+            listed = [model.model_dump() for model in self._client.models.list(timeout=30)]
+        except Exception as exc:
+            return None, None, f"GET /models failed: {self._failure(exc).message}"
+        entry = next((m for m in listed if m.get("id") == self.config.model), None)
+        if entry is None:
+            return None, None, "GET /models does not list it"
+        provider = entry.get("top_provider")
+        output = _positive(provider.get("max_completion_tokens") if isinstance(provider, dict) else None)
+        output = output or _positive(entry.get("max_completion_tokens"))
+        context = _positive(entry.get("max_model_len")) or _positive(entry.get("context_length"))
+        return output, context, "GET /models lists no max_model_len or context_length"
+
+
+# What each server said, per (base URL, model): asked once per process, however many clients.
+_SERVER_LIMITS: dict[tuple[str, str], tuple[int | None, int | None, str]] = {}
+_LIMITS_LOCK = threading.Lock()
+FALLBACK_COMPATIBLE_CAP = 8192
+
+
+def _positive(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 class _NoChoices(Exception):

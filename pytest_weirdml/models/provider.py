@@ -2,8 +2,9 @@
 
 A provider module subclasses ``ProviderModel`` with three methods: ``_connect`` (build the SDK
 client), ``_call`` (one request, no retries, returning the text and its token counts as a
-``Usage``) and ``_classify`` (is this exception worth a retry, what does the provider say, how
-long does it ask us to wait), declares the settings only it takes (``options``), and registers
+``Usage``, with the stop reason and whether the answer ended at the output cap) and
+``_classify`` (is this exception worth a retry, what does the provider say, how long does it ask
+us to wait), declares the settings only it takes (``options``), and registers
 itself in ``base.PROVIDERS``: adding a provider is adding its module. Retries are tenacity's, with
 the SDK's own turned off, so every retry is counted, bounded and recorded in one place; the
 cost, latency and retries complete the call's ``Usage``.
@@ -25,7 +26,7 @@ from typing import Any, ClassVar
 from pytest_weirdml import redact
 from pytest_weirdml.errors import ModelError
 from pytest_weirdml.models.base import Message, Model, Request, Response, label
-from pytest_weirdml.models.catalog import ModelConfig
+from pytest_weirdml.models.catalog import FALLBACK_MAX_OUTPUT_TOKENS, ModelConfig
 
 log = logging.getLogger("pytest_weirdml.models")
 
@@ -102,6 +103,8 @@ class ProviderModel(Model):
         # Whatever the variable's name, its value is redacted from every text the harness writes.
         redact.register(self._secret)
         self._client = self._connect(self._secret)
+        if config.max_output_tokens is None:
+            self.config = replace(config, max_output_tokens=self._default_cap())
 
     # What a provider module implements ---------------------------------------------------------
 
@@ -117,6 +120,11 @@ class ProviderModel(Model):
     @abc.abstractmethod
     def _classify(self, exc: BaseException) -> Failure | None:
         """What an exception from ``_call`` means; ``None`` for one the provider did not raise."""
+
+    def _default_cap(self) -> int:
+        """The output cap when the models config sets none (the shipped one sets it for every
+        provider but openai-compatible, whose server says its own)."""
+        return FALLBACK_MAX_OUTPUT_TOKENS
 
     # Shared -------------------------------------------------------------------------------------
 

@@ -1,6 +1,11 @@
 """What a sandbox offers a script, asked from inside it: the Python version and the announced
 packages that really import, with their versions. The system prompt states exactly this.
 
+Besides the pinned requirements, the published sandbox offers torchvision and torchaudio. Their
+builds must match torch's exactly, which only some hosts can install (the Dockerfile image does;
+a CPU-only torch has no matching torchvision on PyPI), so they are optional: announced where they
+import, left out quietly where they do not.
+
 A first probe reads the packages' metadata and a fingerprint of every distribution the
 interpreter sees (cheap). Importing the packages is slow (torch alone takes seconds), so its
 outcome is cached on disk per (backend, fingerprint): a changed or added distribution is a new
@@ -20,6 +25,7 @@ from pytest_weirdml.errors import SandboxError
 from pytest_weirdml.sandbox import Environment, Limits, Sandbox, cache_home, requirement_names
 
 MARK = "WEIRDML-ENV "
+OPTIONAL_PACKAGES = ("torchvision", "torchaudio")
 
 METADATA_PROBE = """\
 import hashlib, json, platform, sys, importlib.metadata as md
@@ -94,12 +100,13 @@ def _import_failures(sandbox: Sandbox, modules: dict[str, str], fingerprint: str
 def probe_environment(sandbox: Sandbox, *, fix: str) -> Environment:
     """Run the probes inside ``sandbox``; warn, with ``fix``, about announced packages it lacks."""
     names = requirement_names()
-    raw = _run(sandbox, METADATA_PROBE.format(names=names, mark=MARK))
+    raw = _run(sandbox, METADATA_PROBE.format(names=[*names, *OPTIONAL_PACKAGES], mark=MARK))
     assert isinstance(raw, dict)
     found: dict[str, list[str]] = raw["packages"]
     failed = _import_failures(sandbox, {name: top for name, (_, top) in found.items()}, raw["fingerprint"])
     packages = {name: version for name, (version, _) in found.items() if name not in failed}
     missing = [name for name in names if name not in found]
+    failed = {name: why for name, why in failed.items() if name not in OPTIONAL_PACKAGES}
     if missing or failed:
         # The system prompt announces only what imports; say what the scripts will lack.
         lacks = ", ".join(missing + [f"{name} ({why})" for name, why in failed.items()])
