@@ -24,11 +24,11 @@ N_TEST = 1000
 KINDS = ("circle", "square", "triangle", "pentagon", "star")
 N_SHAPES_P = (0.3, 0.35, 0.35)  # chance of one, two or three shapes in a cloud
 STAR_INNER = 0.4  # inner/outer radius of the star
-RADIUS = (0.11, 0.26)  # circumradius of a shape, log-uniform
+RADIUS = (0.12, 0.27)  # circumradius of a shape, log-uniform
 MIN_SEPARATION = 0.35  # centres lie at least this times the sum of the two radii apart
-DENSITY = (110.0, 320.0)  # outline points per unit of outline length, drawn per cloud
-JITTER = (0.01, 0.045)  # scatter around the outline, relative to the circumradius
-NOISE = (0.15, 0.9)  # noise points as a share of the outline points
+DENSITY = (130.0, 320.0)  # outline points per unit of outline length, drawn per cloud
+JITTER = (0.01, 0.035)  # scatter around the outline, relative to the circumradius
+NOISE = (0.1, 0.7)  # noise points as a share of the outline points
 CLUMPED = 0.5  # chance that part of the noise forms clumps
 
 
@@ -61,20 +61,20 @@ def _at_arclength(kind: int, t: np.ndarray) -> np.ndarray:
 
 
 def _arclengths(rng: np.random.Generator, n: int) -> np.ndarray:
-    """``n`` fractions along an outline: a uniform share plus a few dense runs, minus a gap or two."""
+    """``n`` fractions along an outline: a uniform share plus a few dense runs, minus a gap at times."""
     n_runs = int(rng.integers(1, 5))
     centres = rng.random(n_runs)
     widths = rng.uniform(0.05, 0.3, size=n_runs)
     weights = rng.dirichlet(np.full(n_runs, 1.0))
-    uniform = rng.uniform(0.3, 0.8)
+    uniform = rng.uniform(0.4, 0.9)
     from_runs = rng.random(n) >= uniform
     pick = rng.choice(n_runs, size=n, p=weights)
     t = np.where(from_runs, centres[pick] + widths[pick] * (rng.random(n) - 0.5), rng.random(n))
     t = np.mod(t, 1.0)
     # Gaps: stretches of the outline that carry no points at all.
     keep = np.ones(n, dtype=bool)
-    for _ in range(int(rng.integers(0, 3))):
-        start, length = rng.random(), rng.uniform(0.03, 0.15)
+    for _ in range(int(rng.integers(0, 2))):
+        start, length = rng.random(), rng.uniform(0.03, 0.12)
         keep &= np.mod(t - start, 1.0) > length
     return t[keep]
 

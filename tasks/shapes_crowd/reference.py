@@ -25,7 +25,7 @@ from scipy.spatial import cKDTree
 
 START = time.time()
 BUDGET_S = 80.0  # training stops here, leaving room for prediction on a loaded machine
-BINS = 64
+BINS = 48
 KINDS = 5
 torch.manual_seed(0)
 np.random.seed(0)
@@ -118,15 +118,16 @@ def predict(model: nn.Module, hist: torch.Tensor) -> torch.Tensor:
 
 
 def decide(probs: torch.Tensor) -> torch.Tensor:
-    """Kinds above one half; a cloud always holds at least one shape, so keep the likeliest."""
-    rows = (probs > 0.5).long()
+    """Kinds above one half, but one to three of them: the likeliest always, never a fourth."""
+    top3 = torch.zeros_like(probs, dtype=torch.bool).scatter_(1, probs.topk(3, dim=1).indices, True)
+    rows = ((probs > 0.5) & top3).long()
     rows[torch.arange(len(probs)), probs.argmax(1)] = 1
     return rows
 
 
 model = HistCNN().to(device)
-opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)
-peak_lr = 3e-3
+opt = torch.optim.AdamW(model.parameters(), lr=6e-3, weight_decay=1e-4)
+peak_lr = 6e-3
 batch_size = 64
 epoch = 0
 while time.time() - START < BUDGET_S:

@@ -29,7 +29,8 @@ from scipy.stats import spearmanr
 START = time.time()
 torch.manual_seed(0)
 np.random.seed(0)
-torch.set_num_threads(max(1, min(len(os.sched_getaffinity(0)), 4)))
+# The network is tiny: one thread is fastest, and it never fights other processes for cores.
+torch.set_num_threads(1)
 CLASSES = 4
 
 x_train = np.load("data/train_data.npy")
@@ -98,32 +99,29 @@ n_val = 300
 val_idx, train_idx = perm[:n_val], perm[n_val:]
 
 
-def fit(x: np.ndarray, y: np.ndarray, epochs: int = 300, seed: int = 0) -> nn.Module:
+def fit(x: np.ndarray, y: np.ndarray, steps: int = 500, seed: int = 0) -> nn.Module:
+    """A small MLP on the standardised features; the whole training set is one batch."""
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(x.shape[1], 64), nn.ReLU(), nn.Dropout(0.1), nn.Linear(64, CLASSES))
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-3)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=1e-3)
     xt, yt = torch.tensor(x, dtype=torch.float32), torch.tensor(y)
-    for _ in range(epochs):
-        model.train()
-        for idx in torch.randperm(len(xt)).split(128):
-            loss = F.cross_entropy(model(xt[idx]), yt[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+    model.train()
+    for _ in range(steps):
+        loss = F.cross_entropy(model(xt), yt, label_smoothing=0.05)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
     return model.eval()
 
 
-def predict(models: list[nn.Module], x: np.ndarray) -> np.ndarray:
+def predict(model: nn.Module, x: np.ndarray) -> np.ndarray:
     with torch.no_grad():
-        xt = torch.tensor(x, dtype=torch.float32)
-        return sum(F.softmax(m(xt), dim=1) for m in models).argmax(1).numpy()
+        return model(torch.tensor(x, dtype=torch.float32)).argmax(1).numpy()
 
 
-val_model = fit(f_train[train_idx], y_train[train_idx])
-val_acc = np.mean(predict([val_model], f_train[val_idx]) == y_train[val_idx])
+val_acc = np.mean(predict(fit(f_train[train_idx], y_train[train_idx]), f_train[val_idx]) == y_train[val_idx])
 print(f"validation accuracy {val_acc:.3f} at {time.time() - START:.1f}s")
-models = [fit(f_train, y_train, seed=s) for s in range(3)]
-preds = predict(models, f_test).astype(np.int64)
+preds = predict(fit(f_train, y_train), f_test).astype(np.int64)
 os.makedirs("results", exist_ok=True)
 np.savetxt("results/test_preds.txt", preds, fmt="%d")
 print(f"wrote {len(preds)} predictions, class counts {np.bincount(preds, minlength=CLASSES).tolist()}")
