@@ -1,22 +1,24 @@
-"""Small pictures of paint splashes; each splash's droplets follow one of four hidden rules.
+"""Small pictures of paint splashes; where the droplets land follows one of four hidden rules.
 
 Every picture shows one splash on paper: an irregular central blot with short fingers, droplets
 flung around it and a fine mist. A few hidden parameters, drawn per picture from the same
 distributions for every class, set how many droplets fly (8 to 24), how far (the spread), how big
-they are, whether the throw favours one direction, the colours and the paper's grain.
+they are, the colours and the paper's grain. Every droplet is a teardrop along its line of
+flight, its tail pointing away from the blot, as stains of drops that hit at a slant do.
 
-The class is the rule that ties each droplet's geometry to its flight, two binary factors:
+The class is the mechanism of the throw, which shows only in the symmetry of where droplets land
+around the blot's centre:
 
-- size and distance: bigger droplets land farther out (inertia), or smaller ones do (spray). Sizes
-  and distances are drawn first and then paired by rank through a Gaussian copula with a
-  correlation of +-0.6..0.95, so the sets of sizes and of distances are alike in every class and
-  only their pairing differs;
-- tail direction: every droplet is a teardrop lying along its line of flight, its tail pointing
-  outward (ahead of its flight, as stains of drops that hit at a slant do) or back to the blot.
+- 0 folded: the paper was folded while wet, so the droplets are mirrored about a line through
+  the centre;
+- 1 two-way: a flick that throws both ways, so every droplet has a twin half a turn away;
+- 2 spinner: a three-armed spinner, so every droplet has twins a third of a turn away;
+- 3 free: droplets land at independent directions.
 
-Label = 2 * (smaller droplets land farther) + (tails point back to the blot). Texture, density,
-sizes, distances and orientations alone are the same in every class; only relations between a
-droplet's size, its distance and the side its tail is on tell the rule.
+Copies are imperfect: each is shifted by about a pixel, resized by about 10%, and lost with a
+chance of 15%, and every splash has up to two unpaired droplets. The blot itself is never
+symmetric, and the number of droplets, their directions, distances and sizes have the same
+distributions in every class; only the relations between droplets far apart tell the rule.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import norm
 
 N_TRAIN = 2000
 N_TEST = 1000
@@ -32,7 +33,9 @@ SIZE = 64  # pixels per side
 SS = 4  # supersampling factor: shapes are drawn at 4x and box-filtered down, for anti-aliasing
 CLASSES = 4
 DROPLETS = (8, 24)  # droplet count, inclusive
-CORRELATION = (0.6, 0.95)  # size-distance rank coupling, in absolute value
+COPIES = (2, 2, 3, 1)  # landing spots per thrown droplet, by class
+SHIFT = 0.8  # standard deviation of a copy's shift in pixels
+LOST = 0.15  # chance that a copy is lost
 HEAD = (0.8, 2.4)  # head radius of a droplet in pixels, log-uniform, before the per-splash scale
 TAIL = (1.5, 3.2)  # tail length over head radius
 GAP = 1.5  # droplets keep this many pixels clear of the blot and of each other
@@ -85,16 +88,15 @@ def _blot(rng: np.random.Generator, alpha: np.ndarray, centre: np.ndarray, radiu
     _paint(alpha, (dist <= radius * edge).astype(np.float64), x0, y0)
 
 
-def _droplet(alpha: np.ndarray, centre: np.ndarray, u: np.ndarray, head: float, tail: float, outward: bool) -> None:
-    """A teardrop along the unit vector ``u`` around ``centre`` (the middle of its length)."""
-    direction = u if outward else -u
-    # The head sits behind the middle, the tail runs ahead of it along ``direction``.
-    head_at = centre - direction * (tail - head) / 2
+def _droplet(alpha: np.ndarray, centre: np.ndarray, u: np.ndarray, head: float, tail: float) -> None:
+    """A teardrop around ``centre`` (the middle of its length), its tail pointing along ``u``."""
+    # The head sits behind the middle, the tail runs ahead of it.
+    head_at = centre - u * (tail - head) / 2
     reach = (tail + head) / 2 + 1
     x0, y0, x1, y1 = _window(centre[0], centre[1], reach)
     gx, gy = _grid(x0, y0, x1, y1)
-    along = (gx - head_at[0]) * direction[0] + (gy - head_at[1]) * direction[1]
-    across = -(gx - head_at[0]) * direction[1] + (gy - head_at[1]) * direction[0]
+    along = (gx - head_at[0]) * u[0] + (gy - head_at[1]) * u[1]
+    across = -(gx - head_at[0]) * u[1] + (gy - head_at[1]) * u[0]
     in_head = along**2 + across**2 <= head**2
     # The tail narrows from the head's width to nothing at its tip.
     half_width = head * np.clip(1 - along / tail, 0, 1) ** 1.3
@@ -102,47 +104,65 @@ def _droplet(alpha: np.ndarray, centre: np.ndarray, u: np.ndarray, head: float, 
     _paint(alpha, (in_head | in_tail).astype(np.float64), x0, y0)
 
 
-def _flight(rng: np.random.Generator, n: int, sign: int) -> tuple[np.ndarray, np.ndarray]:
-    """Distances (spread units, 0..1) and head radii (pixels) of ``n`` droplets, paired by rank."""
-    rho = sign * rng.uniform(*CORRELATION)
-    a, b = rng.standard_normal((2, n))
-    # The copula's uniforms, pushed through the same marginals in every class.
-    u = norm.cdf(np.stack([a, rho * a + np.sqrt(1 - rho**2) * b], axis=1))
-    distance = 0.15 + 0.85 * u[:, 0] ** 0.8
-    head = np.exp(np.log(HEAD[0]) + u[:, 1] * np.log(HEAD[1] / HEAD[0]))
-    return distance, head
+def _directions(label: int, angle: float, fold: float) -> np.ndarray:
+    """The directions a droplet thrown at ``angle`` lands in, one per copy, under rule ``label``
+    (``fold`` is the direction of the fold line of rule 0)."""
+    if label == 0:
+        return np.array([angle, 2 * fold - angle])
+    return angle + 2 * np.pi * np.arange(COPIES[label]) / COPIES[label]
+
+
+def _landings(rng: np.random.Generator, label: int, blot: float) -> list[tuple[np.ndarray, float, float]]:
+    """Where each droplet lands (offset from the centre), its head radius and its tail length."""
+    n = int(rng.integers(DROPLETS[0], DROPLETS[1] + 1))
+    spread = rng.uniform(12.0, 22.0)
+    scale = rng.uniform(0.85, 1.15)
+    fold = rng.uniform(0, np.pi)
+    out: list[tuple[np.ndarray, float, float]] = []
+    spots = np.empty((0, 2))
+    reaches = np.empty(0)
+    # Throws until n droplets have landed (the last throw may lose copies to stop at n), then up to
+    # two unpaired extras; a throw that finds no room is dropped, within a bounded number of tries.
+    extras = int(rng.integers(0, 3))
+    for _ in range(3 * (n + extras)):
+        if len(out) >= n + extras:
+            break
+        rule = label if len(out) < n else 3
+        head = float(np.exp(rng.uniform(*np.log(HEAD)))) * scale
+        tail = head * rng.uniform(*TAIL)
+        reach = (tail + head) / 2
+        dist = blot * 1.3 + reach + GAP + rng.uniform(0.0, 1.0) ** 0.8 * spread
+        for _ in range(30):
+            angles = _directions(rule, rng.uniform(0, 2 * np.pi), fold)
+            units = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+            where = dist * units + rng.normal(0.0, SHIFT, size=units.shape)
+            sizes = head * np.exp(rng.normal(0.0, 0.1, size=len(angles)))
+            kept = rng.random(len(angles)) >= LOST if len(angles) > 1 else np.ones(1, dtype=bool)
+            kept[int(rng.integers(len(angles)))] = True  # a throw always lands somewhere
+            kept &= np.cumsum(kept) <= (n if len(out) < n else n + extras) - len(out)
+            where, sizes = where[kept], sizes[kept]
+            own = np.linalg.norm(where[:, None] - where[None], axis=2) + np.eye(len(where)) * 1e9
+            others = np.linalg.norm(where[:, None] - spots[None], axis=2) - reaches
+            if (own > 2 * reach + GAP).all() and (others > reach + GAP).all():
+                break
+        else:
+            continue  # no room for this throw
+        for w, h in zip(where, sizes, strict=True):
+            out.append((w, float(h), float(h / head * tail)))
+            spots, reaches = np.vstack([spots, w]), np.append(reaches, reach)
+    return out
 
 
 def _picture(rng: np.random.Generator, label: int) -> np.ndarray:
-    inertia_sign = -1 if label >= 2 else 1
-    outward = label % 2 == 0
     alpha = np.zeros((SIZE, SIZE))
-    centre = rng.uniform(22, 42, size=2)
+    centre = rng.uniform(24, 40, size=2)
     radius = rng.uniform(4.0, 7.0)
     _blot(rng, alpha, centre, radius)
-    n = int(rng.integers(DROPLETS[0], DROPLETS[1] + 1))
-    distance, head = _flight(rng, n, inertia_sign)
-    head = head * rng.uniform(0.85, 1.15)
-    tail = head * rng.uniform(*TAIL, size=n)
-    spread = rng.uniform(12.0, 22.0)
-    # An oblique throw favours one direction; a straight one flings droplets all round.
-    favoured, focus = rng.uniform(0, 2 * np.pi), rng.uniform(0.0, 1.5)
-    placed, reaches = np.empty((0, 2)), np.empty(0)
-    for i in np.argsort(-head):
-        reach = (tail[i] + head[i]) / 2
-        dist = radius * 1.3 + reach + GAP + distance[i] * spread
-        # Up to 30 directions; the first that keeps clear of the droplets already placed wins.
-        angles = rng.vonmises(favoured, focus, size=30)
-        units = np.stack([np.cos(angles), np.sin(angles)], axis=1)
-        spots = centre + dist * units
-        gaps = np.linalg.norm(spots[:, None] - placed[None], axis=2) - reaches - reach - GAP
-        clear = np.flatnonzero((gaps > 0).all(axis=1))
-        pick = int(clear[0]) if len(clear) else 0
-        placed, reaches = np.vstack([placed, spots[pick]]), np.append(reaches, reach)
-        _droplet(alpha, spots[pick], units[pick], float(head[i]), float(tail[i]), outward)
+    for offset, head, tail in _landings(rng, label, radius):
+        _droplet(alpha, centre + offset, offset / np.linalg.norm(offset), head, tail)
     # Mist: tiny specks anywhere near the splash, with no rule.
     for _ in range(int(rng.integers(0, 12))):
-        where = centre + rng.normal(0.0, spread * 0.8, size=2)
+        where = centre + rng.normal(0.0, 14.0, size=2)
         x0, y0, x1, y1 = _window(where[0], where[1], 1.0)
         gx, gy = _grid(x0, y0, x1, y1)
         speck = np.hypot(gx - where[0], gy - where[1]) <= rng.uniform(0.3, 0.6)

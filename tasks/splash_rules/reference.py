@@ -1,17 +1,18 @@
-"""splash_rules reference: measure every droplet, then learn the rule from a few relations.
+"""splash_rules reference: find the droplets, then test their layout for each symmetry.
 
-A CNN sees paint texture, and the texture is alike in every class. The rule lives in how each
-droplet relates to the blot it flew from, so this script measures that directly:
+A CNN sees paint texture, and the texture is alike in every class. The rule shows in how
+droplets far apart relate to each other around the blot, so this script measures that:
 
 1. Separate paint from paper: the paper's colour is the median of the picture's border, the
    paint's is that of the pixels farthest from it; projecting every pixel onto the line between
    the two gives a paint coverage in [0, 1], whatever the colours.
-2. Label the connected paint regions; the biggest is the blot, its centre the origin of flight.
-3. For every droplet: its distance from the blot's centre, its amount of paint, and the skewness
-   of its paint along the line of flight (a teardrop's thin tail makes the skewness positive on
-   the side the tail points to).
-4. Per picture: rank and linear correlations of size with distance, and summaries of the signed
-   skewness; a small network learns the four rules from these features.
+2. Label the connected paint regions; the biggest is the blot, the rest are droplets, each
+   reduced to its position (relative to the blot's centre) and its amount of paint.
+3. For each candidate symmetry (turns by 1/2, 1/3, and, as controls, 1/4 and 1/5 of a circle;
+   mirrors about the best of 36 lines), move every droplet and see how well it lands on another
+   droplet of similar size; the centre is refined over a small grid because the blot is not
+   symmetric.
+4. A small network learns the four rules from these match scores and the droplet count.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from scipy import ndimage
-from scipy.stats import spearmanr
 
 START = time.time()
 torch.manual_seed(0)
@@ -51,41 +51,50 @@ def coverage(img: np.ndarray) -> np.ndarray:
     return np.clip(((rgb - paper) @ axis) / (axis @ axis), 0.0, 1.0)
 
 
-def features(img: np.ndarray) -> np.ndarray:
+def droplets(img: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Droplet positions as complex offsets from the blot's centre, and their amounts of paint."""
     alpha = coverage(img)
     labels, n = ndimage.label(alpha > 0.35)
-    if n < 3:
-        return np.zeros(10)
+    if n < 2:
+        return np.zeros(0, complex), np.zeros(0)
     index = np.arange(1, n + 1)
     mass = ndimage.sum_labels(alpha, labels, index)
+    centres = np.array(ndimage.center_of_mass(alpha, labels, index))
+    points = centres[:, 1] + 1j * centres[:, 0]
     blot = int(np.argmax(mass))
-    ys, xs = np.indices(alpha.shape)
-    w = alpha * (labels > 0)
-    cy = ndimage.sum_labels(w * ys, labels, index) / mass
-    cx = ndimage.sum_labels(w * xs, labels, index) / mass
     keep = (np.arange(n) != blot) & (mass >= 1.0)
-    if keep.sum() < 3:
-        return np.zeros(10)
-    dy, dx = cy - cy[blot], cx - cx[blot]
-    dist = np.hypot(dy, dx)
-    uy, ux = dy / np.maximum(dist, 1e-9), dx / np.maximum(dist, 1e-9)
-    # Position of every paint pixel along its droplet's line of flight, from the droplet's centroid.
-    lab = labels - 1
-    inside = labels > 0
-    t = np.zeros_like(alpha)
-    t[inside] = (ys[inside] - cy[lab[inside]]) * uy[lab[inside]] + (xs[inside] - cx[lab[inside]]) * ux[lab[inside]]
-    m2 = ndimage.sum_labels(w * t**2, labels, index) / mass
-    m3 = ndimage.sum_labels(w * t**3, labels, index) / mass
-    skew = (m3 / np.maximum(m2, 1e-6) ** 1.5)[keep]
-    dist, mass = dist[keep], mass[keep]
-    size_rank = spearmanr(mass, dist).statistic
-    size_lin = np.corrcoef(np.log(mass), dist)[0, 1]
-    heavy = mass >= np.median(mass)
-    return np.array([
-        size_rank, size_lin, np.mean(skew), np.median(skew), np.mean(skew > 0),
-        np.average(skew, weights=mass), np.mean(skew[heavy]), np.mean(np.sign(skew) * np.sqrt(np.abs(skew))),
-        np.log(keep.sum()), dist[heavy].mean() / dist.mean() - 1,
-    ])  # fmt: skip
+    return points[keep] - points[blot], mass[keep]
+
+
+SHIFTS = (np.arange(-2, 3) * 0.75)[:, None] + 1j * (np.arange(-2, 3) * 0.75)[None, :]
+SHIFTS = SHIFTS.reshape(-1)  # candidate corrections of the centre, in pixels
+LINES = np.exp(2j * np.linspace(0, np.pi, 36, endpoint=False))  # mirror about a line: z -> line * conj(z)
+
+
+def match(moved: np.ndarray, points: np.ndarray, logm: np.ndarray) -> np.ndarray:
+    """How well moved droplets (..., n) land on other droplets of similar size, in [0, 1]."""
+    d2 = np.abs(moved[..., :, None] - points[..., None, :]) ** 2
+    n = points.shape[-1]
+    d2 = d2 + np.eye(n) * 1e6  # a droplet is not its own twin
+    near = np.exp(-d2 / (2 * 1.5**2)) * np.exp(-((logm[:, None] - logm[None]) ** 2) / (2 * 0.4**2))
+    return near.max(axis=-1).mean(axis=-1)
+
+
+def features(img: np.ndarray) -> np.ndarray:
+    points, mass = droplets(img)
+    if len(points) < 2:
+        return np.zeros(8)
+    logm = np.log(mass)
+    # Every candidate centre at once: (shifts, n) positions relative to it.
+    z = points[None, :] - SHIFTS[:, None]
+    scores = []
+    for turns in (2, 3, 4, 5):
+        rot = np.exp(2j * np.pi / turns)
+        both = (match(z * rot, z, logm) + match(z / rot, z, logm)) / 2
+        scores.append(both.max())
+    mirrored = LINES[None, :, None] * np.conj(z)[:, None, :]
+    scores.append(match(mirrored, np.broadcast_to(z[:, None, :], mirrored.shape), logm).max())
+    return np.array([*scores, np.log(len(points)), np.mean(np.abs(points)), np.median(logm)])
 
 
 f_train = np.nan_to_num(np.stack([features(img) for img in x_train]))
