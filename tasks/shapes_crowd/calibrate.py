@@ -28,6 +28,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +54,7 @@ def load_data(seed: int) -> Data:
         def clouds(split: str) -> Clouds:
             points = np.load(Path(tmp) / f"{split}_data.npy")
             offsets = np.load(Path(tmp) / f"{split}_offsets.npy")
-            return [points[a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+            return [points[a:b] for a, b in pairwise(offsets)]
 
         train, test = clouds("train"), clouds("test")
         labels = np.load(Path(tmp) / "train_labels.npy")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from itertools import pairwise
 
 import numpy as np
 import torch
@@ -38,7 +39,7 @@ device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 def load(split: str) -> list[np.ndarray]:
     points = np.load(f"data/{split}_data.npy").astype(np.float32)
     offsets = np.load(f"data/{split}_offsets.npy")
-    return [points[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
+    return [points[a:b] for a, b in pairwise(offsets)]
 
 
 def dense(cloud: np.ndarray) -> np.ndarray:

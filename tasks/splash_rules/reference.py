@@ -9,7 +9,7 @@ droplets far apart relate to each other around the blot, so this script measures
 2. Label the connected paint regions; the biggest is the blot, the rest are droplets, each
    reduced to its position (relative to the blot's centre) and its amount of paint.
 3. For each candidate symmetry (turns by 1/2, 1/3, and, as controls, 1/4 and 1/5 of a circle;
-   mirrors about the best of 36 lines), move every droplet and see how well it lands on another
+   mirrors about the best of 72 lines), move every droplet and see how well it lands on another
    droplet of similar size; the centre is refined over a small grid because the blot is not
    symmetric.
 4. A small network learns the four rules from these match scores and the droplet count.
@@ -68,7 +68,7 @@ def droplets(img: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 SHIFTS = (np.arange(-2, 3) * 0.75)[:, None] + 1j * (np.arange(-2, 3) * 0.75)[None, :]
 SHIFTS = SHIFTS.reshape(-1)  # candidate corrections of the centre, in pixels
-LINES = np.exp(2j * np.linspace(0, np.pi, 36, endpoint=False))  # mirror about a line: z -> line * conj(z)
+LINES = np.exp(2j * np.linspace(0, np.pi, 72, endpoint=False))  # mirror about a line: z -> line * conj(z)
 
 
 def match(moved: np.ndarray, points: np.ndarray, logm: np.ndarray) -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ def load(data: TaskData, name: str) -> np.ndarray:
 
 def clouds(data: TaskData, split: str) -> list[np.ndarray]:
     points, offsets = load(data, f"{split}_data.npy"), load(data, f"{split}_offsets.npy")
-    return [points[a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+    return [points[a:b] for a, b in pairwise(offsets)]
 
 
 def test_spec() -> None:
