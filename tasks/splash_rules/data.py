@@ -104,12 +104,15 @@ def _droplet(alpha: np.ndarray, centre: np.ndarray, u: np.ndarray, head: float, 
     _paint(alpha, (in_head | in_tail).astype(np.float64), x0, y0)
 
 
-def _directions(label: int, angle: float, fold: float) -> np.ndarray:
-    """The directions a droplet thrown at ``angle`` lands in, one per copy, under rule ``label``
-    (``fold`` is the direction of the fold line of rule 0)."""
+def _directions(label: int, angles: np.ndarray, fold: float) -> np.ndarray:
+    """The directions droplets thrown at ``angles`` (shape (m,)) land in under rule ``label``, as
+    (m, copies); ``fold`` is the direction of the fold line of rule 0."""
     if label == 0:
-        return np.array([angle, 2 * fold - angle])
-    return angle + 2 * np.pi * np.arange(COPIES[label]) / COPIES[label]
+        return np.stack([angles, 2 * fold - angles], axis=1)
+    return angles[:, None] + 2 * np.pi * np.arange(COPIES[label]) / COPIES[label]
+
+
+_SELF = {k: np.eye(k) * 1e9 for k in (1, 2, 3)}  # keeps a landing from clashing with itself
 
 
 def _landings(rng: np.random.Generator, label: int, blot: float) -> list[tuple[np.ndarray, float, float]]:
@@ -119,7 +122,7 @@ def _landings(rng: np.random.Generator, label: int, blot: float) -> list[tuple[n
     scale = rng.uniform(0.85, 1.15)
     fold = rng.uniform(0, np.pi)
     out: list[tuple[np.ndarray, float, float]] = []
-    spots = np.empty((0, 2))
+    spots = np.empty(0, dtype=complex)
     reaches = np.empty(0)
     # Throws until n droplets have landed (the last throw may lose copies to stop at n), then up to
     # two unpaired extras; a throw that finds no room is dropped, within a bounded number of tries.
@@ -132,24 +135,30 @@ def _landings(rng: np.random.Generator, label: int, blot: float) -> list[tuple[n
         tail = head * rng.uniform(*TAIL)
         reach = (tail + head) / 2
         dist = blot * 1.3 + reach + GAP + rng.uniform(0.0, 1.0) ** 0.8 * spread
-        for _ in range(30):
-            angles = _directions(rule, rng.uniform(0, 2 * np.pi), fold)
-            units = np.stack([np.cos(angles), np.sin(angles)], axis=1)
-            where = dist * units + rng.normal(0.0, SHIFT, size=units.shape)
-            sizes = head * np.exp(rng.normal(0.0, 0.1, size=len(angles)))
-            kept = rng.random(len(angles)) >= LOST if len(angles) > 1 else np.ones(1, dtype=bool)
-            kept[int(rng.integers(len(angles)))] = True  # a throw always lands somewhere
-            kept &= np.cumsum(kept) <= (n if len(out) < n else n + extras) - len(out)
-            where, sizes = where[kept], sizes[kept]
-            own = np.linalg.norm(where[:, None] - where[None], axis=2) + np.eye(len(where)) * 1e9
-            others = np.linalg.norm(where[:, None] - spots[None], axis=2) - reaches
-            if (own > 2 * reach + GAP).all() and (others > reach + GAP).all():
-                break
-        else:
+        # 30 candidate throws at once; the first whose landings keep clear of each other and of
+        # the droplets already there wins.
+        angles = _directions(rule, rng.uniform(0, 2 * np.pi, size=30), fold)
+        tries, copies = angles.shape
+        where = dist * np.stack([np.cos(angles), np.sin(angles)], axis=2)
+        where += rng.normal(0.0, SHIFT, size=where.shape)
+        sizes = head * np.exp(rng.normal(0.0, 0.1, size=(tries, copies)))
+        kept = rng.random((tries, copies)) >= LOST if copies > 1 else np.ones((tries, 1), dtype=bool)
+        kept[np.arange(tries), rng.integers(copies, size=tries)] = True  # a throw always lands somewhere
+        kept &= np.cumsum(kept, axis=1) <= (n if len(out) < n else n + extras) - len(out)
+        # Complex positions make the pairwise distances one subtraction and one abs.
+        z = where[..., 0] + 1j * where[..., 1]
+        own = np.abs(z[:, :, None] - z[:, None]) + _SELF[copies]
+        own_ok = ((own > 2 * reach + GAP) | ~kept[:, :, None] | ~kept[:, None, :]).all(axis=(1, 2))
+        others = np.abs(z[:, :, None] - spots[None, None]) - reaches
+        others_ok = ((others > reach + GAP).all(axis=2) | ~kept).all(axis=1)
+        clear = np.flatnonzero(own_ok & others_ok)
+        if not len(clear):
             continue  # no room for this throw
-        for w, h in zip(where, sizes, strict=True):
+        pick = int(clear[0])
+        for w, h in zip(where[pick][kept[pick]], sizes[pick][kept[pick]], strict=True):
             out.append((w, float(h), float(h / head * tail)))
-            spots, reaches = np.vstack([spots, w]), np.append(reaches, reach)
+        landed = z[pick][kept[pick]]
+        spots, reaches = np.append(spots, landed), np.append(reaches, np.full(len(landed), reach))
     return out
 
 

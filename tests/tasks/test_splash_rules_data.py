@@ -129,10 +129,11 @@ def test_landings_follow_the_rule(module: Any) -> None:
 
 
 def test_directions(module: Any) -> None:
-    assert np.allclose(module._directions(0, 0.3, 1.0), [0.3, 1.7])
-    assert np.allclose(module._directions(1, 0.3, 1.0), [0.3, 0.3 + np.pi])
-    assert np.allclose(module._directions(2, 0.3, 1.0), 0.3 + 2 * np.pi * np.arange(3) / 3)
-    assert np.allclose(module._directions(3, 0.3, 1.0), [0.3])
+    throws = np.array([0.3, 2.0])
+    assert np.allclose(module._directions(0, throws, 1.0), [[0.3, 1.7], [2.0, 0.0]])
+    assert np.allclose(module._directions(1, throws, 1.0), throws[:, None] + [0, np.pi])
+    assert np.allclose(module._directions(2, throws, 1.0), throws[:, None] + 2 * np.pi * np.arange(3) / 3)
+    assert np.allclose(module._directions(3, throws, 1.0), throws[:, None])
 
 
 def test_rules_are_measurable_in_the_pictures(data: TaskData) -> None:
