@@ -25,7 +25,8 @@ import torch.nn.functional as F
 from scipy.spatial import cKDTree
 
 START = time.time()
-BUDGET_S = 80.0  # training stops here, leaving room for prediction on a loaded machine
+LIMIT_S = 120.0  # the task's time limit
+MARGIN_S = 12.0  # kept free at the end: writing, exiting, a busier machine than measured
 BINS = 48
 KINDS = 5
 torch.manual_seed(0)
@@ -127,11 +128,22 @@ def decide(probs: torch.Tensor) -> torch.Tensor:
 
 
 model = HistCNN().to(device)
+# Training stops early enough to predict the test set with all eight symmetries; that cost is
+# measured here (on the validation set, scaled to the test set's size), so a slow or busy
+# machine trains for less rather than running out of time.
+predict(model, hv[:16])  # the first call pays for setting up the kernels: not timed
+tick = time.time()
+predict(model, hv)
+predict_s = (time.time() - tick) * (len(h_test) + len(hv)) / len(hv)
+BUDGET_S = min(95.0, LIMIT_S - MARGIN_S - 1.5 * predict_s)
+print(f"prediction takes about {predict_s:.1f}s; training until {BUDGET_S:.1f}s")
 opt = torch.optim.AdamW(model.parameters(), lr=6e-3, weight_decay=1e-4)
 peak_lr = 6e-3
 batch_size = 64
 epoch = 0
-while time.time() - START < BUDGET_S:
+epoch_s = 0.0
+while time.time() - START + epoch_s < BUDGET_S:
+    tick = time.time()
     model.train()
     order = torch.randperm(len(ht), device=device)
     total = 0.0
@@ -148,6 +160,7 @@ while time.time() - START < BUDGET_S:
         opt.step()
         total += loss.item() * len(idx)
     epoch += 1
+    epoch_s = time.time() - tick
     line = f"epoch {epoch:3d}  t={time.time() - START:5.1f}s  lr={lr:.2e}  loss={total / len(ht):.4f}"
     if epoch % 5 == 0:
         val_acc = (decide(predict(model, hv)) == yv.long()).float().mean().item()
