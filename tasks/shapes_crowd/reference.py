@@ -1,0 +1,176 @@
+"""shapes_crowd reference: each ragged cloud becomes a fixed-size 2-D histogram, a small CNN with
+global pooling answers five yes/no questions at once.
+
+The point count varies, so the cloud is binned into an image whatever its size: one channel holds
+all points, a second only the points whose 8th neighbour is close (outline points crowd along a
+line, background noise is spread out), both scaled by the cloud's own count so that density does
+not matter. Shapes sit anywhere, so convolutions with global max pooling look for each kind's
+local pattern (corners of 60, 90, 108 or 36 degrees, or none) wherever it is. Several kinds can be
+present at once, so the head has five independent sigmoid outputs trained with binary
+cross-entropy. The eight symmetries of the square keep the data's distribution, so they serve as
+augmentation and test-time augmentation.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from itertools import pairwise
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from scipy.spatial import cKDTree
+
+START = time.time()
+LIMIT_S = 120.0  # the task's time limit
+MARGIN_S = 12.0  # kept free at the end: writing, exiting, a busier machine than measured
+BINS = 48
+KINDS = 5
+torch.manual_seed(0)
+np.random.seed(0)
+cores = len(os.sched_getaffinity(0))
+# Threads that spin on cores other processes are using slow training several-fold.
+torch.set_num_threads(cores if os.getloadavg()[0] < cores else 1)
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def load(split: str) -> list[np.ndarray]:
+    points = np.load(f"data/{split}_data.npy").astype(np.float32)
+    offsets = np.load(f"data/{split}_offsets.npy")
+    return [points[a:b] for a, b in pairwise(offsets)]
+
+
+def dense(cloud: np.ndarray) -> np.ndarray:
+    """1.0 for the 50% of the cloud's points with the closest 8th neighbour, else 0.0."""
+    kth = cKDTree(cloud).query(cloud, k=min(9, len(cloud)))[0][:, -1]
+    return (kth <= np.median(kth)).astype(np.float64)
+
+
+def histogram(cloud: np.ndarray) -> np.ndarray:
+    """(P, 2) points -> (2, BINS, BINS): all points and dense points, as shares of the cloud."""
+    idx = np.clip((cloud * BINS).astype(np.int64), 0, BINS - 1)
+    flat = idx[:, 1] * BINS + idx[:, 0]
+    out = np.stack(
+        [np.bincount(flat, minlength=BINS * BINS), np.bincount(flat, weights=dense(cloud), minlength=BINS * BINS)]
+    ).astype(np.float32)
+    # Square roots tame the dense runs; the scale makes clouds of any size look alike.
+    return np.sqrt(out * (1000.0 / len(cloud))).reshape(2, BINS, BINS)
+
+
+train_clouds, test_clouds = load("train"), load("test")
+y_all = np.load("data/train_labels.npy").astype(np.float32)
+print(f"train {len(train_clouds)} clouds, test {len(test_clouds)}, device {device}, threads {torch.get_num_threads()}")
+sizes = [len(c) for c in train_clouds]
+print(f"points per cloud: min {min(sizes)}, median {int(np.median(sizes))}, max {max(sizes)}")
+print(f"share of clouds holding each kind: {np.round(y_all.mean(0), 3).tolist()}")
+h_all = torch.tensor(np.stack([histogram(c) for c in train_clouds]), device=device)
+h_test = torch.tensor(np.stack([histogram(c) for c in test_clouds]), device=device)
+print(f"histograms ready at {time.time() - START:.1f}s")
+
+perm = np.random.permutation(len(h_all))
+n_val = 200
+val_idx, train_idx = perm[:n_val], perm[n_val:]
+ht, yt = h_all[train_idx], torch.tensor(y_all[train_idx], device=device)
+hv, yv = h_all[val_idx], torch.tensor(y_all[val_idx], device=device)
+
+
+def symmetry(h: torch.Tensor, k: int) -> torch.Tensor:
+    """The k-th of the eight symmetries of the square (k in 0..7)."""
+    return torch.rot90(h.flip(3) if k >= 4 else h, k % 4, (2, 3))
+
+
+def augment(h: torch.Tensor) -> torch.Tensor:
+    """A random symmetry of the square per batch, plus a small random shift per sample."""
+    h = symmetry(h, int(np.random.randint(8)))
+    shift = np.random.randint(-3, 4, size=2)
+    return torch.roll(h, shifts=(int(shift[0]), int(shift[1])), dims=(2, 3))
+
+
+def conv(cin: int, cout: int, kernel: int = 3, stride: int = 1) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(cin, cout, kernel, stride, kernel // 2), nn.BatchNorm2d(cout), nn.ReLU())
+
+
+class HistCNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        # A strided first layer keeps the fine grid's detail at a quarter of the cost.
+        self.features = nn.Sequential(
+            conv(2, 24, 5, 2), conv(24, 32), nn.MaxPool2d(2), conv(32, 64), nn.MaxPool2d(2), conv(64, 96)
+        )
+        self.head = nn.Sequential(nn.Dropout(0.2), nn.Linear(192, KINDS))
+
+    def forward(self, hist: torch.Tensor) -> torch.Tensor:
+        f = self.features(hist)
+        return self.head(torch.cat([f.amax(dim=(2, 3)), f.mean(dim=(2, 3))], dim=1))
+
+
+def predict(model: nn.Module, hist: torch.Tensor) -> torch.Tensor:
+    """Presence probabilities averaged over the eight symmetries of the square."""
+    model.eval()
+    probs = torch.zeros(len(hist), KINDS, device=device)
+    with torch.no_grad():
+        for start in range(0, len(hist), 250):
+            h = hist[start : start + 250]
+            for k in range(8):
+                probs[start : start + 250] += torch.sigmoid(model(symmetry(h, k)))
+    return probs / 8
+
+
+def decide(probs: torch.Tensor) -> torch.Tensor:
+    """Kinds above one half, but one to three of them: the likeliest always, never a fourth."""
+    top3 = torch.zeros_like(probs, dtype=torch.bool).scatter_(1, probs.topk(3, dim=1).indices, True)
+    rows = ((probs > 0.5) & top3).long()
+    rows[torch.arange(len(probs)), probs.argmax(1)] = 1
+    return rows
+
+
+model = HistCNN().to(device)
+# Training stops early enough to predict the test set with all eight symmetries; that cost is
+# measured here (on the validation set, scaled to the test set's size), so a slow or busy
+# machine trains for less rather than running out of time.
+predict(model, hv[:16])  # the first call pays for setting up the kernels: not timed
+tick = time.time()
+predict(model, hv)
+predict_s = (time.time() - tick) * (len(h_test) + len(hv)) / len(hv)
+BUDGET_S = min(95.0, LIMIT_S - MARGIN_S - 1.5 * predict_s)
+print(f"prediction takes about {predict_s:.1f}s; training until {BUDGET_S:.1f}s")
+opt = torch.optim.AdamW(model.parameters(), lr=6e-3, weight_decay=1e-4)
+peak_lr = 6e-3
+batch_size = 64
+epoch = 0
+epoch_s = 0.0
+while time.time() - START + epoch_s < BUDGET_S:
+    tick = time.time()
+    model.train()
+    order = torch.randperm(len(ht), device=device)
+    total = 0.0
+    for i in range(0, len(order), batch_size):
+        # Warm up, then cosine decay over the wall-clock budget.
+        frac = min((time.time() - START) / BUDGET_S, 1.0)
+        lr = peak_lr * min(1.0, frac / 0.05) * 0.5 * (1 + math.cos(math.pi * frac))
+        for group in opt.param_groups:
+            group["lr"] = lr
+        idx = order[i : i + batch_size]
+        loss = F.binary_cross_entropy_with_logits(model(augment(ht[idx])), yt[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        total += loss.item() * len(idx)
+    epoch += 1
+    epoch_s = time.time() - tick
+    line = f"epoch {epoch:3d}  t={time.time() - START:5.1f}s  lr={lr:.2e}  loss={total / len(ht):.4f}"
+    if epoch % 5 == 0:
+        val_acc = (decide(predict(model, hv)) == yv.long()).float().mean().item()
+        line += f"  val_acc={val_acc:.3f}"
+    print(line)
+
+val_acc = (decide(predict(model, hv)) == yv.long()).float().mean().item()
+print(f"final val_acc={val_acc:.3f} (per entry) after {epoch} epochs")
+preds = decide(predict(model, h_test)).cpu().numpy().astype(np.int64)
+os.makedirs("results", exist_ok=True)
+np.savetxt("results/test_preds.txt", preds, fmt="%d")
+print(f"wrote {preds.shape} predictions, kinds per cloud {np.bincount(preds.sum(1), minlength=4).tolist()}")
+print(f"total {time.time() - START:.1f}s")
