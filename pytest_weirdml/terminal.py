@@ -18,6 +18,7 @@ from pytest_weirdml.baseline import table_lines
 from pytest_weirdml.config import Settings
 from pytest_weirdml.models import OFFLINE
 from pytest_weirdml.sandbox import leases
+from pytest_weirdml.sandbox import venv as sandbox_venv
 from pytest_weirdml.sandbox.image import image_tag
 
 
@@ -39,20 +40,29 @@ def header_lines(settings: Settings, workers: int) -> list[str]:
         names.append(f"{alias} ({config.price_text()}{retiring})")
     lines.append(f"weirdml models: {'; '.join(names) if names else 'none (pass --weirdml-model=NAME)'}")
     if settings.sandbox == "local":
-        where = f"local, scripts run by {settings.python or 'the interpreter running pytest'}"
+        own = f"the sandbox's own environment ({sandbox_venv.env_dir()})"
+        where = f"local, scripts run by {settings.python or own}"
     elif settings.sandbox == "docker":
         where = f"docker, image {image_tag()}"
     else:
         where = f"{settings.sandbox} (docker with image {image_tag()} when its daemon answers, else local)"
     lines.append(f"weirdml sandbox: {where}")
-    if settings.gpus:
-        share = "one per worker, round-robin" if workers > 1 else f"GPU {settings.gpus[0]}"
-        lines.append(f"weirdml hardware: GPUs {','.join(settings.gpus)}; {share}")
+    if settings.ray:
+        each = f"a GPU, or {settings.cores_per_script or 1} CPU core(s) on a node without one"
+        lines.append(f"weirdml hardware: the Ray cluster at {settings.ray}; each script asks for {each}")
+    elif settings.gpus:
+        lines.append(f"weirdml hardware: GPUs {','.join(settings.gpus)}; each script leases a free one while it runs")
     else:
         cores = len(os.sched_getaffinity(0))
-        shares = [len(leases.cpu_share(i, workers)) for i in range(workers)]
+        at_once = (
+            max(1, cores // settings.cores_per_script) if settings.cores_per_script else max(1, min(workers, cores))
+        )
+        shares = [len(leases.cpu_share(i, at_once)) for i in range(at_once)]
         each = f"{min(shares)}" if min(shares) == max(shares) else f"{min(shares)}-{max(shares)}"
-        lines.append(f"weirdml hardware: no GPU; {cores} CPU cores, {each} per worker ({workers} worker(s))")
+        lines.append(
+            f"weirdml hardware: no GPU; {cores} CPU cores, {at_once} script(s) at once with {each} core(s) each "
+            f"({workers} worker(s))"
+        )
     resumed = " (resumed)" if settings.resume else ""
     lines.append(f"weirdml session: {settings.session_dir}{resumed}")
     return lines

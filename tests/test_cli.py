@@ -70,8 +70,8 @@ def test_session_header_says_what_runs_where(pytester: pytest.Pytester, tiny: Pa
         [
             "weirdml: pytest-weirdml *, protocol *",
             "weirdml models: reference",
-            "weirdml sandbox: local, scripts run by the interpreter running pytest",
-            "weirdml hardware: *",
+            "weirdml sandbox: local, scripts run by the sandbox's own environment (*/sandbox-env/*)",
+            "weirdml hardware: no GPU; * CPU cores, 1 script(s) at once with * core(s) each (1 worker(s))",
             f"weirdml session: {pytester.path / 'reports'}/*",
         ]
     )
