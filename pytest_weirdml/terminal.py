@@ -17,7 +17,7 @@ from pytest_weirdml import __version__
 from pytest_weirdml.baseline import table_lines
 from pytest_weirdml.config import Settings
 from pytest_weirdml.models import OFFLINE
-from pytest_weirdml.sandbox import leases
+from pytest_weirdml.sandbox import pool
 from pytest_weirdml.sandbox import venv as sandbox_venv
 from pytest_weirdml.sandbox.image import image_tag
 
@@ -53,14 +53,13 @@ def header_lines(settings: Settings, workers: int) -> list[str]:
     elif settings.gpus:
         lines.append(f"weirdml hardware: GPUs {','.join(settings.gpus)}; each script leases a free one while it runs")
     else:
+        # The slots the session's pool will have (sandbox/scale.py), counted on the controller.
         cores = len(os.sched_getaffinity(0))
-        at_once = (
-            max(1, cores // settings.cores_per_script) if settings.cores_per_script else max(1, min(workers, cores))
-        )
-        shares = [len(leases.cpu_share(i, at_once)) for i in range(at_once)]
+        slots = pool.cpu_slots(pool.default_shares(settings.cores_per_script, workers))
+        shares = [len(slot.cpus) for slot in slots]
         each = f"{min(shares)}" if min(shares) == max(shares) else f"{min(shares)}-{max(shares)}"
         lines.append(
-            f"weirdml hardware: no GPU; {cores} CPU cores, {at_once} script(s) at once with {each} core(s) each "
+            f"weirdml hardware: no GPU; {cores} CPU cores, {len(slots)} script(s) at once with {each} core(s) each "
             f"({workers} worker(s))"
         )
     resumed = " (resumed)" if settings.resume else ""

@@ -49,13 +49,15 @@ def cpu_slots(shares: int) -> tuple[Slot, ...]:
     return tuple(Slot(f"cpus{i}", None, leases.cpu_share(i, shares)) for i in range(shares))
 
 
-def default_shares(cores_per_script: int | None) -> int:
+def default_shares(cores_per_script: int | None, workers: int | None = None) -> int:
     """How many scripts run at once on a CPU host: ``cores // cores_per_script``; by default one
-    per xdist worker (at most one per core), the cores split between the workers."""
+    per xdist worker (at most one per core), the cores split between the workers. ``workers``
+    defaults to this process's xdist worker count (the controller passes its own)."""
     cores = len(os.sched_getaffinity(0))
     if cores_per_script:
         return max(1, cores // cores_per_script)
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if workers is None:
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
     return max(1, min(workers, cores))
 
 
