@@ -1,13 +1,27 @@
-"""Checks shared by the task data tests: no answers in the public files, byte-identical rebuilds."""
+"""Checks shared by the task data tests: the public arrays, no answers in the public files,
+byte-identical rebuilds."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from pytest_weirdml.tasks import TaskData, TaskSpec
+
+
+def load_public(data: TaskData, name: str) -> np.ndarray:
+    return np.load(data.public_dir / name, allow_pickle=False)
+
+
+def assert_public_arrays(data: TaskData, shapes: Mapping[str, tuple[tuple[int, ...], Any]]) -> None:
+    """The public directory holds exactly the named arrays, each of its (shape, dtype)."""
+    assert sorted(p.name for p in data.public_dir.iterdir()) == sorted(shapes)
+    for name, (shape, dtype) in shapes.items():
+        arr = load_public(data, name)
+        assert arr.shape == shape and arr.dtype == dtype, name
 
 
 def assert_answers_not_in_public_files(data: TaskData) -> None:

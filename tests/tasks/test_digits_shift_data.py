@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from checks import assert_answers_not_in_public_files
+from checks import assert_answers_not_in_public_files, assert_public_arrays, load_public
 
 from pytest_weirdml.tasks import TaskData, load_builder, load_task
 
@@ -32,10 +32,6 @@ def module() -> Any:
     return sys.modules[load_builder(load_task(TASK_DIR)).__module__]
 
 
-def _load(data: TaskData, name: str) -> np.ndarray:
-    return np.load(data.public_dir / name, allow_pickle=False)
-
-
 def _small_build(out: Path, seed: int, **params: Any) -> np.ndarray:
     out.mkdir()
     return load_builder(load_task(TASK_DIR))(out, seed, n_train=60, n_test=40, **params)
@@ -55,18 +51,18 @@ def test_spec() -> None:
 
 
 def test_shapes_and_dtypes(data: TaskData) -> None:
-    assert sorted(p.name for p in data.public_dir.iterdir()) == sorted(SHAPES)
-    for name, (shape, dtype) in SHAPES.items():
-        arr = _load(data, name)
-        assert arr.shape == shape, name
-        assert arr.dtype == dtype, name
+    assert_public_arrays(data, SHAPES)
     answers = data.answers()
     assert answers.shape == (1000,)
     assert np.issubdtype(answers.dtype, np.integer)
 
 
 def test_labels_and_styles(data: TaskData) -> None:
-    labels, answers, styles = _load(data, "train_labels.npy"), data.answers(), _load(data, "train_styles.npy")
+    labels, answers, styles = (
+        load_public(data, "train_labels.npy"),
+        data.answers(),
+        load_public(data, "train_styles.npy"),
+    )
     assert set(np.unique(labels)) == set(np.unique(answers)) == set(range(1, 7))
     assert set(np.unique(styles)) == {0, 1, 2}
     # Digits and training styles are drawn uniformly.
@@ -129,9 +125,9 @@ def test_bad_test_style_is_refused(tmp_path: Path) -> None:
 def test_raw_pixel_neighbours_do_not_transfer(data: TaskData) -> None:
     """Nearest neighbour on raw pixels, from training to test pictures, is at chance level:
     the test style does not look like the training styles pixel for pixel."""
-    train = _load(data, "train_data.npy")[:3000].reshape(3000, -1).astype(np.float64)
-    labels = _load(data, "train_labels.npy")[:3000]
-    test = _load(data, "test_data.npy").reshape(1000, -1).astype(np.float64)
+    train = load_public(data, "train_data.npy")[:3000].reshape(3000, -1).astype(np.float64)
+    labels = load_public(data, "train_labels.npy")[:3000]
+    test = load_public(data, "test_data.npy").reshape(1000, -1).astype(np.float64)
     d = (test**2).sum(1)[:, None] - 2 * test @ train.T + (train**2).sum(1)[None, :]
     assert np.mean(labels[d.argmin(1)] == data.answers()) < 0.3
 
@@ -140,4 +136,4 @@ def test_answers_not_in_public_files(data: TaskData) -> None:
     assert_answers_not_in_public_files(data)
     for name in SHAPES:
         if name != "test_data.npy":
-            assert _load(data, name).shape[0] != 1000
+            assert load_public(data, name).shape[0] != 1000

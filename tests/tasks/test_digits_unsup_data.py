@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from checks import assert_answers_not_in_public_files
+from checks import assert_answers_not_in_public_files, assert_public_arrays, load_public
 
 from pytest_weirdml.tasks import TaskData, load_builder, load_task
 
@@ -27,10 +27,6 @@ ONE_NN_CEILING = 0.35
 @pytest.fixture(scope="module")
 def data(built) -> TaskData:  # type: ignore[no-untyped-def]
     return built(NAME)
-
-
-def _load(data: TaskData, name: str) -> np.ndarray:
-    return np.load(data.public_dir / name, allow_pickle=False)
 
 
 def _gray(x: np.ndarray) -> np.ndarray:
@@ -68,11 +64,7 @@ def test_spec() -> None:
 
 
 def test_shapes_and_dtypes(data: TaskData) -> None:
-    assert sorted(p.name for p in data.public_dir.iterdir()) == sorted(SHAPES)
-    for name, (shape, dtype) in SHAPES.items():
-        arr = _load(data, name)
-        assert arr.shape == shape, name
-        assert arr.dtype == dtype, name
+    assert_public_arrays(data, SHAPES)
     answers = data.answers()
     assert answers.shape == (500,)
     assert np.issubdtype(answers.dtype, np.integer)
@@ -80,11 +72,11 @@ def test_shapes_and_dtypes(data: TaskData) -> None:
 
 def test_label_ranges(data: TaskData) -> None:
     assert set(np.unique(data.answers())) == set(range(1, 7))
-    assert set(np.unique(_load(data, "train_labels.npy"))) == set(range(1, 7))
+    assert set(np.unique(load_public(data, "train_labels.npy"))) == set(range(1, 7))
 
 
 def test_images_vary_in_colour_and_show_a_digit(data: TaskData) -> None:
-    x = _load(data, "test_data.npy").astype(np.float64)
+    x = load_public(data, "test_data.npy").astype(np.float64)
     mean_colour = x.mean((1, 2))
     # Colours change from image to image in every channel.
     assert np.all(mean_colour.std(0) > 25)
@@ -117,7 +109,7 @@ def test_builder_labels_match_answers(data: TaskData) -> None:
     # Unlabelled and test share one distribution (500 test samples: allow sampling noise).
     assert np.abs(unl_share - test_share).max() < 0.06
     assert np.abs(unl_share - shares).max() < 0.02
-    labels = _load(data, "train_labels.npy")
+    labels = load_public(data, "train_labels.npy")
     assert np.array_equal(np.bincount(labels, minlength=7)[1:], per_class)
 
 
@@ -126,7 +118,7 @@ def test_imbalance(data: TaskData) -> None:
     test_share = np.bincount(answers, minlength=7)[1:] / len(answers)
     assert 0.33 < test_share.max() < 0.47
     assert 0.005 < test_share.min() < 0.08
-    counts = np.bincount(_load(data, "train_labels.npy"), minlength=7)[1:]
+    counts = np.bincount(load_public(data, "train_labels.npy"), minlength=7)[1:]
     assert counts.sum() == 26 and set(counts) <= {4, 5}
     lab_share = counts / 26
     rarest, commonest = test_share.argmin(), test_share.argmax()
@@ -138,8 +130,8 @@ def test_imbalance(data: TaskData) -> None:
 
 def test_unlabelled_looks_like_test(data: TaskData) -> None:
     """Label the unlabelled images by nearest test image: they must spread like the test labels."""
-    test = _gray(_load(data, "test_data.npy"))
-    unl = _gray(_load(data, "train_data_unlabeled.npy")[:4000])
+    test = _gray(load_public(data, "test_data.npy"))
+    unl = _gray(load_public(data, "train_data_unlabeled.npy")[:4000])
     answers = data.answers()
     pred_unl = _nearest_labels(test, answers, unl)
     # The same classifier's bias on the test set itself (leave-one-out) is the fair comparison.
@@ -153,9 +145,9 @@ def test_unlabelled_looks_like_test(data: TaskData) -> None:
 
 
 def test_one_nn_on_raw_pixels_is_weak(data: TaskData) -> None:
-    lab = _load(data, "train_data_labeled.npy").reshape(26, -1).astype(np.float64)
-    labels = _load(data, "train_labels.npy")
-    test = _load(data, "test_data.npy").reshape(500, -1).astype(np.float64)
+    lab = load_public(data, "train_data_labeled.npy").reshape(26, -1).astype(np.float64)
+    labels = load_public(data, "train_labels.npy")
+    test = load_public(data, "test_data.npy").reshape(500, -1).astype(np.float64)
     accuracy = np.mean(_nearest_labels(lab, labels, test) == data.answers())
     assert accuracy < ONE_NN_CEILING
 
@@ -165,8 +157,8 @@ def test_answers_not_in_public_files(data: TaskData) -> None:
     # No public array has one entry per test image other than the test images themselves.
     for name in SHAPES:
         if name != "test_data.npy":
-            assert _load(data, name).shape[0] != 500
+            assert load_public(data, name).shape[0] != 500
     # The test images are not a copy of any labelled or unlabelled image (no label leakage by reuse).
-    digest = {hashlib.sha1(img.tobytes()).hexdigest() for img in _load(data, "train_data_unlabeled.npy")}
-    digest |= {hashlib.sha1(img.tobytes()).hexdigest() for img in _load(data, "train_data_labeled.npy")}
-    assert not any(hashlib.sha1(img.tobytes()).hexdigest() in digest for img in _load(data, "test_data.npy"))
+    digest = {hashlib.sha1(img.tobytes()).hexdigest() for img in load_public(data, "train_data_unlabeled.npy")}
+    digest |= {hashlib.sha1(img.tobytes()).hexdigest() for img in load_public(data, "train_data_labeled.npy")}
+    assert not any(hashlib.sha1(img.tobytes()).hexdigest() in digest for img in load_public(data, "test_data.npy"))

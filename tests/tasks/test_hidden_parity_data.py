@@ -11,7 +11,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from checks import assert_answers_not_in_public_files, assert_rebuild_identical_and_seeded
+from checks import (
+    assert_answers_not_in_public_files,
+    assert_public_arrays,
+    assert_rebuild_identical_and_seeded,
+    load_public,
+)
 
 from pytest_weirdml.tasks import TaskData, load_builder, load_task
 
@@ -37,10 +42,6 @@ def module() -> Any:
     return sys.modules[load_builder(load_task(TASK_DIR)).__module__]
 
 
-def _load(data: TaskData, name: str) -> np.ndarray:
-    return np.load(data.public_dir / name, allow_pickle=False)
-
-
 def test_spec() -> None:
     spec = load_task(TASK_DIR)
     assert spec.name == NAME
@@ -57,14 +58,11 @@ def test_spec() -> None:
 
 
 def test_shapes_dtypes_and_balance(data: TaskData) -> None:
-    assert sorted(p.name for p in data.public_dir.iterdir()) == sorted(SHAPES)
-    for name, (shape, dtype) in SHAPES.items():
-        arr = _load(data, name)
-        assert arr.shape == shape and arr.dtype == dtype, name
+    assert_public_arrays(data, SHAPES)
     answers = data.answers()
     assert answers.shape == (1000,) and np.issubdtype(answers.dtype, np.integer)
     assert np.bincount(answers).tolist() == [500, 500]
-    assert np.bincount(_load(data, "train_labels.npy")).tolist() == [1000, 1000]
+    assert np.bincount(load_public(data, "train_labels.npy")).tolist() == [1000, 1000]
 
 
 def test_rebuild_identical_and_other_seed_differs(data: TaskData, tmp_path: Path) -> None:
@@ -124,14 +122,14 @@ def test_every_object_can_be_seen(module: Any) -> None:
 
 def test_pixels_alone_say_nothing(data: TaskData) -> None:
     """The mean picture of each class is the same: no pixel, colour or place carries the label."""
-    x = _load(data, "train_data.npy").astype(np.float64)
-    y = _load(data, "train_labels.npy")
+    x = load_public(data, "train_data.npy").astype(np.float64)
+    y = load_public(data, "train_labels.npy")
     diff = x[y == 1].mean(axis=0) - x[y == 0].mean(axis=0)
     # Per pixel and channel, the class means differ by sampling noise only (std of a mean of
     # 1000 values of spread about 60 is about 2.7, the difference of two about 3.8).
     assert np.abs(diff).mean() < 4.5
     # A nearest-class-mean rule on raw pixels is at chance on the test set.
-    test = _load(data, "test_data.npy").astype(np.float64).reshape(1000, -1)
+    test = load_public(data, "test_data.npy").astype(np.float64).reshape(1000, -1)
     means = np.stack([x[y == c].reshape(len(x[y == c]), -1).mean(axis=0) for c in (0, 1)])
     preds = ((test[:, None, :] - means[None]) ** 2).sum(axis=2).argmin(axis=1)
     assert abs(np.mean(preds == data.answers()) - 0.5) < 0.06
