@@ -22,6 +22,7 @@ from pytest_weirdml import models
 from pytest_weirdml.baseline import Baseline, BaselineError, Conditions, from_session, load
 from pytest_weirdml.config import Settings
 from pytest_weirdml.items import task_of
+from pytest_weirdml.loop import planned_iterations
 from pytest_weirdml.records import RunRecord
 from pytest_weirdml.report.build import Gate
 
@@ -55,15 +56,14 @@ class BaselineCheck:
 
     def _iterations(self, model: str, task_iterations: int) -> int:
         """What the loop will allow a run: the session's or the task's count, capped by the model's."""
-        wanted = self.settings.iterations or task_iterations
-        key = (model, wanted)
+        key = (model, task_iterations)
         if key not in self._planned:
             client = models.resolve(model, self.settings.catalog)
             try:
                 cap = client.max_iterations
             finally:
                 client.close()
-            self._planned[key] = wanted if cap is None else min(wanted, cap)
+            self._planned[key] = planned_iterations(self.settings.iterations, task_iterations, cap)
         return self._planned[key]
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:

@@ -97,6 +97,12 @@ class LoopSettings:
     protocol: str = PUBLISHED
 
 
+def planned_iterations(session: int | None, task: int, model_cap: int | None) -> int:
+    """The submissions a run gets: the session's count or the task's, capped by the model's."""
+    wanted = session or task
+    return wanted if model_cap is None else min(wanted, model_cap)
+
+
 def run_task(
     task: TaskSpec,
     data: TaskData,
@@ -110,9 +116,7 @@ def run_task(
 ) -> RunRecord:
     """Drive the run; ``finished`` iterations (from a resumed session) are replayed into the
     conversation instead of being asked and run again."""
-    iterations = settings.iterations or task.iterations
-    if model.max_iterations is not None:
-        iterations = min(iterations, model.max_iterations)
+    iterations = planned_iterations(settings.iterations, task.iterations, model.max_iterations)
     time_limit = settings.time_limit_s or task.time_limit_s
     limits = replace(settings.limits, time_s=time_limit)
     answers = data.answers()
