@@ -4,6 +4,7 @@
     weirdml image build|check|tag|requirements            the Docker sandbox's image and packages
     weirdml models                                        aliases, model ids, prices, API keys set
     weirdml tasks-path                                    the directory of the bundled tasks
+    weirdml horizons SESSION_DIR... [--published]         time horizons, with their figures
 
 Running the bundled tasks from anywhere: ``pytest "$(weirdml tasks-path)" --weirdml-model=baseline``.
 """
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 from pytest_weirdml import __version__
+from pytest_weirdml.horizons import cli as horizons_cli
 
 
 def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
@@ -78,6 +80,8 @@ def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
     compare.add_argument("--force", action="store_true", help="compare despite other conditions (listed)")
     compare.add_argument("--bootstrap", type=int, default=10_000, metavar="N", help="resamples (default: 10000)")
 
+    horizons_cli.add_parser(sub)
+
     args = parser.parse_args(argv)
     handlers = {
         "report": _report,
@@ -85,6 +89,7 @@ def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
         "models": _models,
         "tasks-path": _tasks_path,
         "compare": _compare,
+        "horizons": horizons_cli.run,
     }
     return handlers[args.command](args, parser)
 

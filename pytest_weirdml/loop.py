@@ -177,6 +177,7 @@ def run_task(
             hardware=env.device,
             # The exact system prompt, once per run: what the model was told of hardware and packages.
             system_prompt=redact(system) if iteration == 1 else None,
+            time_estimates=task.time_estimates.as_dict() if task.time_estimates and iteration == 1 else None,
         )
         record.iterations.append(item)
         on_iteration(item)

@@ -103,6 +103,8 @@ class IterationRecord:
     # How the system prompt named the hardware the script ran on.
     hardware: str = ""
     system_prompt: str | None = None
+    # The task's [time_estimates] (horizons.estimates), once per run like the system prompt.
+    time_estimates: dict[str, Any] | None = None
     kind: str = ITERATION
     schema: int = SCHEMA_VERSION
 

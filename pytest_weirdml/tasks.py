@@ -28,6 +28,7 @@ import numpy as np
 from filelock import FileLock
 
 from pytest_weirdml.errors import DataUnavailable, TaskError
+from pytest_weirdml.horizons.estimates import TimeEstimates, parse_estimates
 
 # The bundled tasks live in the repository's tasks/; the wheel ships them as this sub-package
 # (pyproject.toml maps it onto tasks/).
@@ -50,6 +51,7 @@ _KEYS = {
     "data_version",
     "public_files",
     "data",
+    "time_estimates",
 }
 
 
@@ -70,6 +72,8 @@ class TaskSpec:
     data_version: int = 1
     builder: Path = Path("data.py")
     params: Mapping[str, Any] = field(default_factory=dict)
+    # Hours a person needs to reach each accuracy (``[time_estimates]``), for the time horizons.
+    time_estimates: TimeEstimates | None = None
 
     @property
     def reference_path(self) -> Path:
@@ -166,6 +170,10 @@ def load_task(directory: Path) -> TaskSpec:
     prompt = prompt_path.read_text(encoding="utf-8")
     if not prompt.strip():
         raise _fail(prompt_path, "is empty")
+    try:
+        estimates = parse_estimates(raw["time_estimates"], str(toml_path)) if "time_estimates" in raw else None
+    except ValueError as exc:
+        raise TaskError(str(exc)) from None
     return TaskSpec(
         name=name,
         directory=directory,
@@ -180,6 +188,7 @@ def load_task(directory: Path) -> TaskSpec:
         data_version=_typed(toml_path, raw, "data_version", int, 1),
         builder=builder,
         params=params,
+        time_estimates=estimates,
     )
 
 

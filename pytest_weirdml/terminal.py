@@ -16,6 +16,7 @@ import pytest
 from pytest_weirdml import __version__
 from pytest_weirdml.baseline import table_lines
 from pytest_weirdml.config import Settings
+from pytest_weirdml.horizons.report import terminal_lines
 from pytest_weirdml.models import OFFLINE
 from pytest_weirdml.sandbox import pool
 from pytest_weirdml.sandbox import venv as sandbox_venv
@@ -141,6 +142,11 @@ def write_summary(tr: pytest.TerminalReporter, summary: dict[str, Any], files: M
             ],
             rows,
         )
+        horizon = terminal_lines(summary)
+        if horizon:
+            tr.write_line("")
+        for line in horizon:
+            tr.write_line(line)
     else:
         for name, m in models.items():
             tr.write_line(

@@ -175,6 +175,7 @@ def render_html(
     *,
     figures_note: str | None = None,
     published_note: str | None = None,
+    horizon_html: str = "",
 ) -> str:
     sessions = ", ".join(summary.get("sessions", [])) or "-"
     boot = summary.get("bootstrap", {})
@@ -194,6 +195,7 @@ overall = unweighted mean over tasks.</p>
 {_results_table(summary)}
 <h2>Per model</h2>
 {_model_table(summary)}
+{horizon_html}
 <h2>Figures</h2>
 {f"<p class='meta'>{_e(published_note)}</p>" if published_note else ""}
 {_figures(figures, figures_note)}
