@@ -1,14 +1,13 @@
 """Data builder for digits_shift: tiny coloured digits 1..6, tested on a drawing style never trained on.
 
 The pictures come from the digits_unsup renderer (imported from tasks/digits_unsup/data.py):
-15x7 colour images of one digit drawn in one of four families (a typeface, hand-drawn
-strokes, 7-segment displays, a 3x5 bitmap font) with random size, slant, rotation, offset,
+15x7 colour images of one digit drawn in one of four families (a typeface, jittered
+pen-stroke templates, 7-segment displays, a 3x5 bitmap font) with random size, slant, rotation, offset,
 stroke width, colours, background and noise. The training pictures use every family but
-``test_style``; the test pictures use only ``test_style``. Whether a digit is lighter or darker
-than its background is a fair coin per picture, in both sets alike, so that the drawing is the
-only thing that changes from training to test (colours are drawn as digits_unsup draws them and
-redrawn until the drawn brightness order holds). Digits are drawn uniformly in both sets; the
-family of each training picture is public.
+``test_style`` and show dark ink on a lighter background (print and pen strokes); the test
+pictures use only ``test_style`` and show a digit lighter than its background (a lit display).
+Colours are drawn as digits_unsup draws them and redrawn until the brightness order holds.
+Digits are drawn uniformly in both sets; the family of each training picture is public.
 """
 
 from __future__ import annotations
@@ -75,19 +74,11 @@ def build(
     y_train = rng.choice(np.array(DIGITS), size=n_train)
     s_train = rng.integers(0, len(families), size=n_train)
     y_test = rng.choice(np.array(DIGITS), size=n_test)
-    # The brightness order is not part of the shift: the same fair coin for every picture.
-    light_train = rng.random(n_train) < 0.5
-    light_test = rng.random(n_test) < 0.5
     fonts = renderer._font_glyphs()
     x_train = np.stack(
-        [
-            _picture(rng, int(d), families[s], fonts, light=bool(light))
-            for d, s, light in zip(y_train, s_train, light_train, strict=True)
-        ]
+        [_picture(rng, int(d), families[s], fonts, light=False) for d, s in zip(y_train, s_train, strict=True)]
     )
-    x_test = np.stack(
-        [_picture(rng, int(d), test_style, fonts, light=bool(light)) for d, light in zip(y_test, light_test, strict=True)]
-    )
+    x_test = np.stack([_picture(rng, int(d), test_style, fonts, light=True) for d in y_test])
     np.save(out / "train_data.npy", x_train)
     np.save(out / "train_labels.npy", y_train.astype(np.int64))
     np.save(out / "train_styles.npy", s_train.astype(np.int64))

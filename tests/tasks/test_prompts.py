@@ -369,7 +369,9 @@ OWN_FACTS = {
         (
             "15 pixels high and 7 pixels wide",
             "one digit from 1 to 6",
-            "the digit may be darker or lighter than its background",
+            # The brightness order flips between the sets, and the prompt says so (tasks/digits_shift/README.md).
+            "in every training picture the digit is darker than its background",
+            "in every test picture it is lighter than its background",
             "printed in a typeface, traced with pen-like strokes along a digit's path, or as blocky pixel characters",
             "0 typeface, 1 pen strokes, 2 pixel characters",
             "one further way, which no training picture uses",
@@ -388,8 +390,8 @@ OWN_FACTS = {
             r"written",
             r"invert",
             r"\bnegative",
-            r"(test|training) (pictures|digits) (are|show) (all )?(lighter|darker|light|dark)",
             r"dark ink",
+            r"may be darker or lighter",  # untrue of our data
         ),
     ),
     "patch_match": OwnFacts(
