@@ -97,10 +97,12 @@ def main() -> int:
     labels = collections.Counter(g.label for g in games)
     print("endings:", ", ".join(f"{k} {v / len(games):.1%}" for k, v in endings.most_common()))
     plies = sorted(len(g.text.split()) for g in games)
-    print(f"length: median {plies[len(plies) // 2] / 2:.1f} full moves, 10th percentile {plies[len(plies) // 10] / 2:.1f}")
-    print("results: " + ", ".join(f"{n} {labels[i] / len(games):.1%}" for i, n in enumerate(("draw", "white", "black"))))
-    right = collections.Counter()
-    total = collections.Counter()
+    median, p10 = plies[len(plies) // 2] / 2, plies[len(plies) // 10] / 2
+    print(f"length: median {median:.1f} full moves, 10th percentile {p10:.1f}")
+    shares = (f"{name} {labels[i] / len(games):.1%}" for i, name in enumerate(("draw", "white", "black")))
+    print("results: " + ", ".join(shares))
+    right: collections.Counter[str] = collections.Counter()
+    total: collections.Counter[str] = collections.Counter()
     for g in games:
         guess, decided = read_result(final_board(g.text))
         for key in ("all", "decided" if decided else "material", f"ending {g.ending}"):
