@@ -97,11 +97,12 @@ class QueueModel(Model):
         timeout_s: float = DEFAULT_TIMEOUT_S,
         settle_s: float = SETTLE_S,
         poll_s: float = POLL_S,
+        name: str | None = None,
     ) -> None:
         if not directory:
             raise ValueError(f"{self.kind} needs a directory: --weirdml-model={self.kind}:DIR")
         self.directory = Path(directory).expanduser().resolve()
-        self.name = label(f"{self.kind}:{directory}")
+        self.name = name or label(f"{self.kind}:{directory}")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
