@@ -22,7 +22,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from pytest_weirdml.models.base import OFFLINE, Request
+from pytest_weirdml.models.base import Request
 from pytest_weirdml.models.queue import ANSWER_CAP_BYTES, QueueModel, Ticket, decode_answer, read_answer
 
 DEFAULT_DIR = "weirdml-human"
@@ -134,6 +134,3 @@ class HumanModel(QueueModel):
         os.replace(part, ticket.answer)
         data, over = read_answer(ticket.answer)
         return decode_answer(data), cut or over
-
-
-OFFLINE.add("human", HumanModel, usage="human[:DIR]")

@@ -30,7 +30,7 @@ from typing import Any
 from filelock import FileLock
 
 from pytest_weirdml.errors import ModelError
-from pytest_weirdml.models.base import OFFLINE, Model, Request, Response, label
+from pytest_weirdml.models.base import Model, Request, Response, label
 from pytest_weirdml.records import Usage
 
 # An outside agent or a person may take long over one answer; a dead answerer is caught by this.
@@ -221,6 +221,3 @@ def _write_atomic(path: Path, text: str) -> None:
     part = path.with_name(f".{path.name}.{os.getpid()}.part")
     part.write_text(text, encoding="utf-8")
     os.replace(part, path)
-
-
-OFFLINE.add("queue", QueueModel, usage="queue:DIR")
