@@ -158,14 +158,15 @@ class QueueModel(Model):
                 "You are the model in a WeirdML benchmark run. `messages` is the conversation so far in the "
                 "OpenAI chat format: the system prompt, the task, then each of your earlier answers and the "
                 "harness's feedback on it. Reply with the next assistant message: Markdown with your complete "
-                "Python script in one ```python fenced block (the harness runs the longest ```python block). "
+                "Python script in one ```python fenced block (the harness runs the longest block fenced "
+                "```python or bare ```). "
                 f"Write the reply, as UTF-8 text, to `answer_path`, atomically: write it to a temporary file in "
                 f"the same directory whose name does not end in {ANSWER_SUFFIX}, then rename it to `answer_path`. "
                 f"The harness reads the answer once the file exists and has not changed for {self.settle_s:g} s, "
                 f"at most {ANSWER_CAP_BYTES} bytes (a longer answer is cut there). It waits until `deadline` "
                 f"({self.timeout_s:g} s after `requested_at`); then the run ends in an infrastructure error and "
                 "`cancelled_path` appears. Answer each request once; a request whose answer or cancelled file "
-                "exists is done."
+                "exists, or whose deadline has passed, is done."
             ),
             "answer_path": str(ticket.answer),
             "cancelled_path": str(ticket.cancelled),
