@@ -117,6 +117,9 @@ def test_no_answer_is_an_infrastructure_error_naming_the_file(
         f"--weirdml-model=queue:{queue}", "--weirdml-runs=1", "--weirdml-answer-timeout=1", *base_args
     )
     result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [f"weirdml models: queue:{queue} (answered through files, waiting up to 1 s per answer)"]
+    )
     answer = queue / "000001-tiny-r0-i1.answer.md"
     result.stdout.fnmatch_lines([f"*ModelError: no answer in {answer} after 1 s (--weirdml-answer-timeout)*"])
     ends = [r for r in read_jsonl(session_dir(pytester) / "records.jsonl") if r["kind"] == "run_end"]
