@@ -83,7 +83,7 @@ def test_a_person_plays_a_run_in_a_terminal_with_the_editor_and_with_a_saved_fil
         tmux.type_lines("play", [":q!"])
         screen = tmux.wait_for("play", lambda text: "nothing written below the line" in text)
         answer = re.findall(r"save your answer to (\S+\.answer\.md)", screen)[-1]
-        assert answer == str(human / "000002-tiny-r0-i2.answer.md")
+        assert re.fullmatch(rf"{re.escape(str(human))}/000002-[0-9a-f]{{10}}-i2\.answer\.md", answer), answer
         tmux("new-window", "-t", "play", "-n", "shell", "-c", str(pytester.path), "bash --norc")
         time.sleep(THINK_S)
         tmux.type_lines("play:shell", [f"cat > {answer} <<'END'", "I keep my first script.", "END"])
@@ -95,7 +95,7 @@ def test_a_person_plays_a_run_in_a_terminal_with_the_editor_and_with_a_saved_fil
 
     first_request = (human / "000001-tiny-r0-i1.request.md").read_text()
     assert "## System prompt" in first_request and "## Task" in first_request
-    second = (human / "000002-tiny-r0-i2.request.md").read_text()
+    second = Path(answer.replace(".answer.md", ".request.md")).read_text()
     assert "## Your answer 1\n\nMy first try." in second and "## Feedback on submission 1" in second
     first, last = read_iterations(session_dir(pytester) / "records.jsonl")
     assert first["model"] == last["model"] == "human:human"

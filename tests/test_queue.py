@@ -98,7 +98,10 @@ def test_a_two_task_session_plays_through_the_queue_with_a_separate_answerer(
         assert asked["answer_path"] == str(path.with_name(f"{asked['id']}.answer.md"))
         assert Path(asked["answer_path"]).is_file()
         assert "atomically" in asked["instructions"] and asked["timeout_s"] == 8 * 3600
-        by_task.setdefault(asked["task"], []).append(asked)
+        # The answerer sees the conversation, not the task's name (it could give the task away).
+        assert "task" not in asked and "tiny" not in asked["id"] and "second" not in asked["id"]
+        by_task.setdefault(asked["conversation"], []).append(asked)
+    assert len(by_task) == 2
     for task, asks in by_task.items():
         # Ids sort in request order: each run's second request comes after its first.
         assert [a["iteration"] for a in asks] == [1, 2], task
@@ -120,12 +123,14 @@ def test_no_answer_is_an_infrastructure_error_naming_the_file(
     result.stdout.fnmatch_lines(
         [f"weirdml models: queue:{queue} (answered through files, waiting up to 1 s per answer)"]
     )
-    answer = queue / "000001-tiny-r0-i1.answer.md"
+    (request,) = queue.glob("*.request.json")
+    answer = request.with_name(request.name.replace(".request.json", ".answer.md"))
+    assert answer.name == f"000001-{json.loads(request.read_text())['conversation']}-i1.answer.md"
     result.stdout.fnmatch_lines([f"*ModelError: no answer in {answer} after 1 s (--weirdml-answer-timeout)*"])
     ends = [r for r in read_jsonl(session_dir(pytester) / "records.jsonl") if r["kind"] == "run_end"]
     assert [e["status"] for e in ends] == ["error"] and str(answer) in ends[0]["error"]
     # The answerer is told the harness stopped waiting.
-    assert str(answer) in (queue / "000001-tiny-r0-i1.cancelled").read_text()
+    assert str(answer) in answer.with_name(answer.name.replace(".answer.md", ".cancelled")).read_text()
 
 
 def test_a_bad_timeout_is_a_usage_error(pytester: pytest.Pytester, base_args: list[str]) -> None:
@@ -162,6 +167,7 @@ def test_the_answer_is_untrusted_text(tmp_path: Path) -> None:
 
 def test_an_answer_is_read_only_once_it_has_settled(tmp_path: Path) -> None:
     model = QueueModel(str(tmp_path / "q"), timeout_s=30, settle_s=0.6, poll_s=0.05)
+    request = _request(tmp_path)
     writer = subprocess.Popen(
         [
             sys.executable,
@@ -170,11 +176,11 @@ def test_an_answer_is_read_only_once_it_has_settled(tmp_path: Path) -> None:
             "f = open(sys.argv[1], 'w')\n"
             "for part in ('Half ', 'and the rest.'):\n"
             "    f.write(part); f.flush(); time.sleep(0.4)\n",
-            str(tmp_path / "q" / "000001-tiny-r3-i1.answer.md"),
+            str(tmp_path / "q" / f"000001-{model.conversation(request)}-i1.answer.md"),
         ]
     )
     started = time.monotonic()
-    response = model.generate(_request(tmp_path))
+    response = model.generate(request)
     writer.wait(timeout=10)
     assert response.text == "Half and the rest."
     assert response.usage.think_s is not None and 0.8 <= response.usage.think_s <= time.monotonic() - started

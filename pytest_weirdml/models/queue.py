@@ -3,9 +3,12 @@
 Every request is written to ``DIR/<id>.request.json``: the conversation in the OpenAI chat
 format, where the run stands, and what the answerer must do (the answer's path, its format, the
 size cap, the deadline). The answer is read from ``DIR/<id>.answer.md`` once that file exists
-and has not changed for ``settle_s``. Ids are ``<sequence>-<task>-r<run>-i<iteration>``: the
+and has not changed for ``settle_s``. Ids are ``<sequence>-<conversation>-i<iteration>``: the
 sequence is taken under a lock on the directory, so ids sort in request order and stay unique
-across xdist workers and concurrent sessions that share ``DIR``. When the harness stops
+across xdist workers and concurrent sessions that share ``DIR``. The answerer gets what the
+published protocol gives a model, the conversation, and not the task's name (a name such as
+``hidden_parity`` would say what the task hides): ``conversation`` is an opaque key of the run,
+the same for each of its requests. When the harness stops
 waiting (the timeout, an interrupt) it writes ``DIR/<id>.cancelled``.
 
 The time from writing the request to reading the answer is the think time
@@ -17,6 +20,7 @@ and marked truncated, as a provider's output cap would), decoded as UTF-8 with b
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -43,7 +47,6 @@ ANSWER_SUFFIX = ".answer.md"
 CANCELLED_SUFFIX = ".cancelled"
 FORMAT = "weirdml-queue-request/1"
 _SEQUENCE = re.compile(r"^(\d+)-")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 @dataclass(frozen=True)
@@ -133,11 +136,11 @@ class QueueModel(Model):
         """Write the request under the next id (taken and written under the directory's lock)."""
         written_at = datetime.now(UTC)
         deadline = written_at + timedelta(seconds=self.timeout_s)
-        task = _UNSAFE.sub("_", request.task.name)[:64]
+        who = self.conversation(request)
         with FileLock(self.directory / ".ids.lock"):
             taken = (int(m.group(1)) for m in map(_SEQUENCE.match, os.listdir(self.directory)) if m)
             sequence = 1 + max(taken, default=0)
-            ident = f"{sequence:06d}-{task}-r{request.run}-i{request.iteration}"
+            ident = f"{sequence:06d}-{who}-i{request.iteration}"
             ticket = Ticket(
                 ident,
                 self.directory / f"{ident}{REQUEST_SUFFIX}",
@@ -148,6 +151,11 @@ class QueueModel(Model):
             )
             _write_atomic(ticket.request, json.dumps(self.payload(request, ticket), indent=2, ensure_ascii=False))
         return ticket
+
+    def conversation(self, request: Request) -> str:
+        """The run's key on the queue: the same for each of its requests, blind to the task's name."""
+        key = f"{self.name}\0{request.task.name}\0{request.run}".encode()
+        return hashlib.sha256(key).hexdigest()[:10]
 
     def payload(self, request: Request, ticket: Ticket) -> dict[str, Any]:
         """The request file: everything an answerer needs, and nothing else to read."""
@@ -177,8 +185,7 @@ class QueueModel(Model):
             "requested_at": ticket.written_at.isoformat(timespec="seconds"),
             "deadline": ticket.deadline.isoformat(timespec="seconds"),
             "model": self.name,
-            "task": request.task.name,
-            "run": request.run,
+            "conversation": self.conversation(request),
             "iteration": request.iteration,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
         }
