@@ -93,7 +93,8 @@ def test_a_person_plays_a_run_in_a_terminal_with_the_editor_and_with_a_saved_fil
         subprocess.run(["tmux", "-S", str(tmux.socket), "kill-server"], check=False)
         shutil.rmtree(tmux.socket.parent, ignore_errors=True)
 
-    first_request = (human / "000001-tiny-r0-i1.request.md").read_text()
+    (first_request_file,) = human.glob("000001-*.request.md")
+    first_request = first_request_file.read_text()
     assert "## System prompt" in first_request and "## Task" in first_request
     second = Path(answer.replace(".answer.md", ".request.md")).read_text()
     assert "## Your answer 1\n\nMy first try." in second and "## Feedback on submission 1" in second
