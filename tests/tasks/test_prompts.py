@@ -5,6 +5,9 @@ predict, the label encoding, the output path and an example script; it gives no 
 no class shares, no key insight and no hint on how to solve the task (docs/protocol.md). Each
 task below lists the facts its prompt must state and the hints that were removed from it, so a
 hint creeping back fails here. The stated shapes and dtypes are checked against the built data.
+
+The project's own tasks (OWN_FACTS, at the end) follow the same rule: each lists what its prompt
+must state and the phrases that would give its hidden structure away.
 """
 
 from __future__ import annotations
