@@ -51,7 +51,7 @@ class TimeEstimates:
     def describe(self) -> str:
         """Where the hours come from, in a few words."""
         if self.source == "published":
-            return f"published ({self.task})"
+            return f"published estimates of {self.task}"
         return f"{self.source} by {self.who}" + (f": {self.how}" if self.how else "")
 
 
