@@ -654,3 +654,45 @@ def test_stream_false_in_the_models_config_turns_streaming_off(project: pytest.P
     (project.path / "weirdml.toml").write_text('[models.fake]\nstream = "no"\n')
     with pytest.raises(ValueError, match=r"stream must be bool, got 'no'"):
         Catalog.load(project.path)
+
+
+# The budget guard ----------------------------------------------------------------------------------
+
+
+def test_a_session_stops_starting_runs_at_the_cost_cap(project: pytest.Pytester) -> None:
+    _need_sdk("anthropic")
+    # $0.25 a call (50 output tokens at $5000 per million): a run of 3 calls costs $0.75.
+    priced = "price_input = 0.0\nprice_output = 5000.0\n"
+    with FakeProvider("anthropic", solver, usage=Usage(input=100, output=50, reasoning=0, cached=0)) as server:
+        project.makepyprojecttoml(
+            _config("anthropic", server).replace("price_input = 3.0\nprice_output = 15.0\n", priced)
+        )
+        result = _run(project, "--weirdml-model=fake", "--weirdml-runs=4", "--weirdml-max-cost=1.2", "-rs")
+    # Run 0 spent $0.75, under the cap: run 1 started, and brought the spending to $1.50.
+    result.assert_outcomes(passed=2, skipped=2)
+    assert len(server.requests) == 6
+    assert sorted({(r["run"], r["usage"]["cost_usd"]) for r in _records(project)}) == [(0, 0.25), (1, 0.25)]  # type: ignore[index]
+    result.stdout.fnmatch_lines(
+        [
+            "weirdml: the session's spending ($1.5000) reached --weirdml-max-cost=$1.2; 2 item(s) not run: "
+            "tiny[[]fake-2], tiny[[]fake-3]",
+            "SKIPPED [[]2[]] *not run: the session's spending reached --weirdml-max-cost=$1.2 ($1.5000 spent)",
+        ]
+    )
+    result.stdout.fnmatch_lines(["weirdml status: 4/4 done · elapsed *$1.5000 spent of --weirdml-max-cost=$1.2"])
+
+
+def test_a_cost_cap_with_unknown_prices_is_a_usage_error(project: pytest.Pytester) -> None:
+    _need_sdk("anthropic")
+    result = _run(project, "--weirdml-model=reference,claude", "--weirdml-max-cost=5")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*--weirdml-max-cost=$5 needs every model's prices, and claude (anthropic:claude-sonnet-5-5) has none: "
+            'set price_input and price_output (USD per million tokens) under [[]tool.weirdml.models."anthropic:'
+            'claude-sonnet-5-5"] in pyproject.toml*'
+        ]
+    )
+    bad = _run(project, "--weirdml-model=reference", "--weirdml-max-cost=nan")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--weirdml-max-cost must be US dollars above 0*'nan'*"])
