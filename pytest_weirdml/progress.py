@@ -109,7 +109,7 @@ class Progress:
     @property
     def _interactive(self) -> bool:
         tr = self._reporter()
-        return tr is not None and bool(tr.isatty()) and sys.stdout.isatty()
+        return tr is not None and bool(tr.isatty())
 
     # What happens ---------------------------------------------------------------------------
 
@@ -126,7 +126,11 @@ class Progress:
         """An item ended (passed, failed, errored or skipped)."""
         with self.lock:
             self.done += 1
-            self._status(force=True)
+            if self.done >= self.total:  # the last one: a line of its own, nothing to redraw
+                self._last_status = time.monotonic()
+                self._line(self.status())
+            else:
+                self._status(force=True)
 
     def _boards(self) -> tuple[list[Doing], list[str]]:
         doing, said = self.board.entries(), self.board.said()
