@@ -140,7 +140,7 @@ def run_task(
     for iteration in range(len(record.iterations) + 1, iterations + 1):
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
         clock = time.monotonic()
-        on_phase(f"waiting for the model (iteration {iteration})")
+        on_phase(f"waiting for {model.waiting_for} (iteration {iteration})")
         response = model.generate(Request(messages=tuple(messages), task=task, run=run, iteration=iteration))
         code = extract_code(response.text)
         result: ExecResult | None = None

@@ -38,6 +38,9 @@ from pytest_weirdml.records import IterationRecord
 
 LIVE_EVERY_S = 2.0
 LOG_EVERY_S = 60.0
+# A run waiting for a person (the human model): the terminal is theirs (an editor may be open on
+# it), so the status line is not redrawn in place, only written as items end.
+PERSON = "waiting for a person"
 
 
 def iteration_line(record: IterationRecord, best: float, place: str = "") -> str:
@@ -130,7 +133,7 @@ class Progress:
                 self._last_status = time.monotonic()
                 self._line(self.status())
             else:
-                self._status(force=True)
+                self._status(ended=True)
 
     def _boards(self) -> tuple[list[Doing], list[str]]:
         doing, said = self.board.entries(), self.board.said()
@@ -156,19 +159,22 @@ class Progress:
                     if self.config.get_verbosity() >= 0:
                         self._line(f"weirdml {text}")
             if doing:
-                # Erased for other output: back at once; else redrawn every few seconds.
-                self._status(force=not self._live and self._interactive)
+                self._status(ended=False)
 
     # Writing --------------------------------------------------------------------------------
 
-    def _status(self, *, force: bool) -> None:
-        interactive = self._interactive
-        every = LIVE_EVERY_S if interactive else LOG_EVERY_S
+    def _status(self, *, ended: bool) -> None:
+        """The status line: at once when an item ``ended``, else when it is due (every
+        ``LIVE_EVERY_S`` in place on a terminal, at once there after an erase; ``LOG_EVERY_S`` in a log)."""
+        live = self._interactive and not any(d.what.startswith(PERSON) for d in self._boards()[0])
+        if self._interactive and not live:
+            self.erase_live()
         now = time.monotonic()
-        if not force and now - self._last_status < every:
+        due = now - self._last_status >= (LIVE_EVERY_S if live else LOG_EVERY_S) or (live and not self._live)
+        if not (ended or due) or (self._interactive and not live and not ended):
             return
         self._last_status = now
-        if interactive:
+        if live:
             self._draw_live(self.status())
         else:
             self._line(self.status())
