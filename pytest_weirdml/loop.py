@@ -1,7 +1,8 @@
 """The feedback loop of one run, free of pytest: ask, extract, run, score, feed back.
 
 ``run_task`` drives up to N submissions. Each finished iteration goes to ``on_iteration`` at
-once (the record store), so a run killed midway keeps what it finished. A model or sandbox
+once (the record store), so a run killed midway keeps what it finished; ``on_phase`` hears
+what the run is doing (waiting for the model, running the script), for the status line. A model or sandbox
 failure (``HarnessError``) ends the run with that exception; the model is never scored for it.
 """
 
@@ -113,6 +114,7 @@ def run_task(
     settings: LoopSettings = LoopSettings(),
     on_iteration: Callable[[IterationRecord], None] = lambda record: None,
     finished: Sequence[IterationRecord] = (),
+    on_phase: Callable[[str], None] = lambda what: None,
 ) -> RunRecord:
     """Drive the run; ``finished`` iterations (from a resumed session) are replayed into the
     conversation instead of being asked and run again."""
@@ -138,12 +140,14 @@ def run_task(
     for iteration in range(len(record.iterations) + 1, iterations + 1):
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
         clock = time.monotonic()
+        on_phase(f"waiting for {model.waiting_for} (iteration {iteration})")
         response = model.generate(Request(messages=tuple(messages), task=task, run=run, iteration=iteration))
         code = extract_code(response.text)
         result: ExecResult | None = None
         if code is None:
             score = Score(0.0, no_code_reason(response.usage))
         else:
+            on_phase(f"running the script (iteration {iteration})")
             result = sandbox.run(code, data.public_dir, limits, gpu=settings.gpu)
             score = judge(result, lambda content: score_predictions(content, answers, cap=limits.results_bytes), limits)
         best = max(best, score.accuracy)
