@@ -25,6 +25,33 @@ def test_no_usable_block_is_none(text: str) -> None:
     assert extract_code(text) is None
 
 
+@pytest.mark.parametrize(
+    "bomb",
+    [
+        "```x\n" * 200_000,  # 1 MB of fences that never close
+        "```python\n" + "`" * 1_000_000,  # one open fence, then a 1 MB line of backticks
+        ("```\n" + " " * 500 + "\n") * 1_900,  # blocks whose lines almost close them
+        " " * 1_000_000 + "```\nx\n```",  # a 1 MB indent before the fence
+    ],
+)
+def test_code_extraction_is_linear_in_the_answer(bomb: str) -> None:
+    import time
+
+    start = time.perf_counter()
+    code_blocks(bomb)
+    extract_code(bomb)
+    assert time.perf_counter() - start < 0.5
+
+
+def test_fences_close_at_the_next_bare_fence_line() -> None:
+    assert code_blocks("```python\na\n  ```  \nb\n```\nc\n```") == ["a\n", "c\n"]
+    assert code_blocks("```\n```") == [""]
+    # An open fence needs its newline; a close may end the text.
+    assert code_blocks("```") == [] and code_blocks("```\nx\n```") == ["x\n"]
+    assert code_blocks("````\nx\n```\ny\n```") == ["y\n"]
+    assert code_blocks("```python\nx\n```\n```text\nnever closed\n```py\nz") == ["x\n"]
+
+
 def test_inline_backticks_do_not_open_a_block() -> None:
     assert extract_code("use `np.savetxt` here\n```python\nx = 1\n```") == "x = 1\n"
 
