@@ -39,11 +39,7 @@ def _fenced(text: str) -> list[tuple[str, str]]:
 def code_blocks(text: str, *, scripts_only: bool = False) -> list[str]:
     """The fenced code blocks of ``text``, in order; with ``scripts_only`` only those fenced as
     ```` ```python ```` or bare ```` ``` ```` (a ```` ```text ```` or ```` ```bash ```` block is no script)."""
-    return [
-        content
-        for info, content in _fenced(text)
-        if not scripts_only or _language(info) in SCRIPT_LANGUAGES
-    ]
+    return [content for info, content in _fenced(text) if not scripts_only or _language(info) in SCRIPT_LANGUAGES]
 
 
 def _language(info: str) -> str:

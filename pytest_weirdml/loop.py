@@ -1,8 +1,13 @@
 """The feedback loop of one run, free of pytest: ask, extract, run, score, feed back.
 
 ``run_task`` drives up to N submissions. Each finished iteration goes to ``on_iteration`` at
-once (the record store), so a run killed midway keeps what it finished. A model or sandbox
-failure (``HarnessError``) ends the run with that exception; the model is never scored for it.
+once (the record store), so a run killed midway keeps what it finished.
+
+The model owns its output: whatever goes wrong with what it sent (no script, a script that is not
+valid Unicode, a crash, a timeout, a bad predictions file, anything the harness raises while
+handling its script) scores 0 with a reason it reads, and the next iteration runs. Only a
+failure of the infrastructure (``HarnessError``: the provider after its retries, the sandbox
+backend, a Ray node) ends the run with that exception; the model is never scored for it.
 """
 
 from __future__ import annotations
@@ -12,15 +17,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+import numpy as np
+
 from pytest_weirdml import protocol as protocol_mod
-from pytest_weirdml.errors import HarnessError
+from pytest_weirdml.errors import HarnessError, WeirdMLError
 from pytest_weirdml.extract import extract_code
 from pytest_weirdml.models import Message, Model, Request
 from pytest_weirdml.protocol import PUBLISHED
 from pytest_weirdml.records import IterationRecord, RunRecord, Usage
 from pytest_weirdml.redact import redact, redact_optional
 from pytest_weirdml.sandbox import Environment, ExecResult, Limits, Sandbox, size_text
+from pytest_weirdml.sandbox._workdir import RESULTS_INODES
 from pytest_weirdml.tasks import Score, TaskData, TaskSpec, score_predictions
+from pytest_weirdml.untrusted import lone_surrogate, valid_unicode
 
 
 def system_prompt(
@@ -71,6 +80,12 @@ def judge(result: ExecResult, answers_score: Callable[[bytes | None], Score], li
     if result.exit_code != 0:
         if result.out_of_memory:
             return Score(0.0, f"killed: out of memory (limit {size_text(limits.memory_bytes)})")
+        if result.results_files_full:
+            return Score(
+                0.0,
+                f"results/ is full: a script may make at most {RESULTS_INODES} files there "
+                f"(the script ended with exit code {result.exit_code})",
+            )
         if result.results_full:
             return Score(
                 0.0,
@@ -139,13 +154,7 @@ def run_task(
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
         clock = time.monotonic()
         response = model.generate(Request(messages=tuple(messages), task=task, run=run, iteration=iteration))
-        code = extract_code(response.text)
-        result: ExecResult | None = None
-        if code is None:
-            score = Score(0.0, no_code_reason(response.usage))
-        else:
-            result = sandbox.run(code, data.public_dir, limits, gpu=settings.gpu)
-            score = judge(result, lambda content: score_predictions(content, answers, cap=limits.results_bytes), limits)
+        code, result, score = submit(response.text, response.usage, sandbox, data, limits, settings.gpu, answers)
         best = max(best, score.accuracy)
         # Every text below goes to the records, the reports, the terminal or the next prompt.
         item = IterationRecord(
@@ -154,8 +163,8 @@ def run_task(
             run=run,
             iteration=iteration,
             prompt=redact(messages[-1].content),
-            response=redact(response.text),
-            code=redact_optional(code),
+            response=redact(valid_unicode(response.text)),
+            code=redact_optional(None if code is None else valid_unicode(code)),
             output=redact(script_output(result)) if result else "",
             output_bytes=result.output_bytes if result else 0,
             exit_code=result.exit_code if result else None,
@@ -180,11 +189,41 @@ def run_task(
         )
         record.iterations.append(item)
         on_iteration(item)
-        messages.append(Message("assistant", response.text))
+        messages.append(Message("assistant", valid_unicode(response.text)))
         said = outcome(iteration, result, score)
         feedback = protocol_mod.feedback(settings.protocol, said, iterations=iterations, best=best)
         messages.append(Message("user", redact(feedback)))
     return record
+
+
+def submit(
+    text: str,
+    usage: Usage,
+    sandbox: Sandbox,
+    data: TaskData,
+    limits: Limits,
+    gpu: str | None,
+    answers: np.ndarray,
+) -> tuple[str | None, ExecResult | None, Score]:
+    """Extract the answer's script, run it and score it: (code, result, score). Everything that
+    fails here because of what the model sent is its zero; a ``WeirdMLError`` (the sandbox or
+    the provider broke) goes up and ends the run."""
+    code = extract_code(text)
+    if code is None:
+        return None, None, Score(0.0, no_code_reason(usage))
+    invalid = lone_surrogate(code)
+    if invalid is not None:
+        return code, None, Score(0.0, f"the script was not run: it holds {invalid}; write it as plain UTF-8 text")
+    try:
+        result = sandbox.run(code, data.public_dir, limits, gpu=gpu)
+        # Redacted before any cut (the protocol keeps a head and a tail of the output).
+        result = replace(result, output=redact(result.output), notes=tuple(redact(n) for n in result.notes))
+        score = judge(result, lambda content: score_predictions(content, answers, cap=limits.results_bytes), limits)
+    except WeirdMLError:
+        raise
+    except Exception as exc:  # what the script left made the harness fail: the submission's zero
+        return code, None, Score(0.0, f"the harness could not handle this script ({type(exc).__name__}: {exc})")
+    return code, result, score
 
 
 def _check_resumable(finished: Sequence[IterationRecord], protocol: str, data: TaskData) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pytest_weirdml.redact import redact_values
+from pytest_weirdml.untrusted import valid_unicode
 
 SCHEMA_VERSION = 2
 ITERATION = "iteration"
@@ -116,7 +117,8 @@ class IterationRecord:
         return len(self.code.splitlines()) if self.code else 0
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), ensure_ascii=False)
+        # A lone surrogate (a provider's JSON may carry one) cannot be written as UTF-8.
+        return valid_unicode(json.dumps(dataclasses.asdict(self), ensure_ascii=False))
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> IterationRecord:
@@ -147,7 +149,8 @@ class RunEnd:
     schema: int = SCHEMA_VERSION
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), ensure_ascii=False)
+        # A lone surrogate (a provider's JSON may carry one) cannot be written as UTF-8.
+        return valid_unicode(json.dumps(dataclasses.asdict(self), ensure_ascii=False))
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> RunEnd:

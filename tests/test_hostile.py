@@ -307,3 +307,65 @@ write_transcript(store.path, run)
     for path in (tmp_path / "session").rglob("*"):
         if path.is_file():
             assert SECRET not in path.read_text(errors="replace"), path
+
+
+# What the model sent breaks the harness: it scores 0 and the run goes on ---------------------
+
+DEEP_TREE = """
+import os
+os.chdir("results")
+for _ in range(2000):
+    os.mkdir("d")
+    os.chdir("d")
+open("leaf.txt", "w").write("deep")
+print("made a tree 2000 deep")
+"""
+FENCE_BOMB = "```x\n" * 200_000
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_what_the_model_sent_scores_zero_and_the_run_goes_on(
+    pytester: pytest.Pytester, base_args: list[str], backend: str
+) -> None:
+    if backend == "docker":
+        from pytest_weirdml.errors import SandboxError
+        from pytest_weirdml.sandbox.docker import DockerSandbox
+
+        try:
+            DockerSandbox().close()
+        except SandboxError as exc:
+            pytest.skip(f"docker sandbox unavailable: {exc}")
+    elif not bwrap_works()[0]:
+        pytest.skip(f"needs bubblewrap: {bwrap_works()[1]}")
+    write_tiny_task(pytester.path, time_limit=10, iterations=4)
+    answers = [
+        "```python\nprint('caf\ud800')\n```",  # valid JSON from any provider; not valid UTF-8
+        FENCE_BOMB,
+        f"```python\n{DEEP_TREE}```",
+        f"```python\n{GOOD_SCRIPT}```",
+    ]
+    replay = pytester.path / "bad.json"
+    replay.write_text(json.dumps(answers))
+    args = [f"--weirdml-model=replay:{replay}", "--weirdml-runs=1", f"--weirdml-sandbox={backend}", *base_args]
+    start = time.monotonic()
+    result = pytester.runpytest_subprocess(*args)
+    result.assert_outcomes(passed=1)
+    records = read_iterations(session_dir(pytester) / "records.jsonl")
+    surrogate, bomb, deep, good = records
+    assert surrogate["score"] == 0.0 and surrogate["zero_reason"] == (
+        "the script was not run: it holds a lone surrogate U+D800 on line 1, which is not valid Unicode text; "
+        "write it as plain UTF-8 text"
+    )
+    assert "caf\ufffd" in surrogate["code"] and "caf\ufffd" in surrogate["response"]
+    assert bomb["score"] == 0.0 and bomb["zero_reason"].startswith("no code block in the response")
+    assert bomb["wall_s"] < 5
+    assert deep["score"] == 0.0 and "made a tree 2000 deep" in deep["output"]
+    assert deep["zero_reason"] == "no predictions: results/test_preds.txt was not written"
+    assert good["score"] == 1.0
+    assert time.monotonic() - start < 120
+    # The reason is what the model reads next.
+    assert "lone surrogate U+D800" in bomb["prompt"]
+    # The next session starts cleanly, with nothing left of the last one's run directories.
+    again = pytester.runpytest_subprocess(*args)
+    again.assert_outcomes(passed=1)
+    assert "could not be removed" not in again.stdout.str() + again.stderr.str()

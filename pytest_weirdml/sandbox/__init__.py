@@ -71,6 +71,8 @@ class ExecResult:
     out_of_memory: bool = False
     # results/ reached its size cap (writes failed, or the run was stopped for it).
     results_full: bool = False
+    # ... on its count of files (``_workdir.RESULTS_INODES``) rather than its bytes.
+    results_files_full: bool = False
     # The machine that ran it, where that is not this one (a Ray node).
     node: str = ""
 

@@ -256,6 +256,7 @@ class DockerSandbox(Sandbox):
             predictions_problem=problem,
             out_of_memory=out_of_memory,
             results_full=results_full,
+            results_files_full=results_full and work.too_many_files,
         )
 
     def _remove(self, container: str) -> None:

@@ -331,6 +331,7 @@ class LocalSandbox(Sandbox):
             predictions_problem=problem,
             out_of_memory=out_of_memory,
             results_full=results_full,
+            results_files_full=results_full and work.too_many_files,
         )
 
     def environment(self) -> Environment:
