@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
 
     compare = sub.add_parser(
         "compare",
-        help="compare finished sessions with a baseline; exit 1 on a regression",
+        help="compare finished sessions with a baseline; exit 1 on a regression or a model with unscored runs",
         description="Compare a session (or several, merged) with a baseline, as --weirdml-baseline does at the "
         "end of a session: exit 0 without regression, 1 with one, 2 when the comparison is refused or an input "
         "cannot be read.",
@@ -112,8 +112,12 @@ def _compare(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             print(f"{label} (not compared): {', '.join(items)}")
     for note in comparison.notes:
         print(f"note: {note}")
+    for model, n in comparison.incomplete.items():
+        print(f"incomplete: {model} has {n} run(s) that were not scored")
     if comparison.regressions:
         print(f"{len(comparison.regressions)} regression(s) against {args.baseline}")
+        return 1
+    if comparison.incomplete:
         return 1
     print(f"no regression against {args.baseline}")
     return 0

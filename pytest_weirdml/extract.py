@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import re
+import bisect
 
 # A fence opens with ``` (optionally an info string: the language) on a line of its own and
 # closes at the next line that is ``` alone; consecutive blocks stay separate. Each line is
-# matched on its own and the scan only moves forward, so extraction is linear in the answer's
-# length whatever it holds (a regex over the whole text rescans the rest from every open fence).
-_OPEN = re.compile(r"[ \t]*```([^`]*)")
-_CLOSE = re.compile(r"[ \t]*```[ \t]*")
+# looked at once, with string methods, and the scan only moves forward, so extraction is linear
+# in the answer's length whatever it holds (a regex over the whole text rescans the rest from
+# every open fence: quadratic in the number of fences that never close).
+FENCE = "```"
 # The published rule: a script is fenced as ```python or with a bare ```.
 SCRIPT_LANGUAGES = frozenset({"", "python"})
 
@@ -17,22 +17,35 @@ HEAD_CHARS = 4000
 TAIL_CHARS = 4000
 
 
+def _opening(line: str) -> str | None:
+    """The info string of a line that opens a fence (``[ \t]*```info``, no backtick in it)."""
+    rest = line.lstrip(" \t")
+    if not rest.startswith(FENCE) or "`" in rest[3:]:
+        return None
+    return rest[3:]
+
+
 def _fenced(text: str) -> list[tuple[str, str]]:
     """(info string, content) of every fenced block, in order; an open fence without a close
     holds no block (and neither does any fence after it: no later line closes it)."""
     lines = text.split("\n")
+    marked = [i for i, line in enumerate(lines) if FENCE in line]
+    closes = [i for i in marked if lines[i].strip(" \t") == FENCE]
     blocks = []
-    i = 0
-    while i < len(lines) - 1:  # an opening fence is followed by a newline
-        opened = _OPEN.fullmatch(lines[i])
-        if opened is None:
-            i += 1
+    after = 0  # the first line not yet inside a block
+    for i in marked:
+        # An opening fence is followed by a newline, so it is never the last line.
+        if i < after or i == len(lines) - 1:
             continue
-        close = next((j for j in range(i + 1, len(lines)) if _CLOSE.fullmatch(lines[j])), None)
-        if close is None:
+        info = _opening(lines[i])
+        if info is None:
+            continue
+        found = bisect.bisect_right(closes, i)
+        if found == len(closes):
             break
-        blocks.append((opened.group(1), "".join(line + "\n" for line in lines[i + 1 : close])))
-        i = close + 1
+        close = closes[found]
+        blocks.append((info, "".join(line + "\n" for line in lines[i + 1 : close])))
+        after = close + 1
     return blocks
 
 

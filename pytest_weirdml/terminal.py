@@ -20,6 +20,7 @@ from pytest_weirdml.models import OFFLINE
 from pytest_weirdml.sandbox import pool
 from pytest_weirdml.sandbox import venv as sandbox_venv
 from pytest_weirdml.sandbox.image import image_tag
+from pytest_weirdml.untrusted import printable
 
 
 def header_lines(settings: Settings, workers: int) -> list[str]:
@@ -160,6 +161,9 @@ def write_summary(tr: pytest.TerminalReporter, summary: dict[str, Any], files: M
         tr.write_line(f"{len(summary['errors'])} run(s) hit a harness error and are not scored (see the errors above)")
     if summary["incomplete"]:
         tr.write_line(f"{len(summary['incomplete'])} run(s) did not end (session interrupted) and are not scored")
+    for name, reasons in summary.get("unscored", {}).items():
+        listed = ", ".join(f"{n}x {reason}" for reason, n in sorted(reasons.items(), key=lambda x: -x[1]))
+        tr.write_line(printable(f"{name}: {sum(reasons.values())} run(s) not scored: {listed}"), yellow=True)
     if verbosity >= 0:
         for kind, path in files.items():
             tr.write_line(f"{kind}: {path}")
@@ -177,7 +181,12 @@ def write_comparison(tr: pytest.TerminalReporter, comparison: Mapping[str, Any],
         header, *lines = table_lines(rows)
         tr.write_line(header, bold=True)
         for line in lines:
-            tr.write_line(line, red=line.endswith("REGRESSION"), green=line.endswith("improvement"))
+            tr.write_line(
+                printable(line),
+                red=line.endswith("REGRESSION"),
+                green=line.endswith("improvement"),
+                yellow=line.endswith("incomplete"),
+            )
     for item in refused_items:
         tr.write_line(f"not run, the baseline was made under other conditions: {item}", red=True)
     if comparison.get("only_in_baseline"):
@@ -186,9 +195,13 @@ def write_comparison(tr: pytest.TerminalReporter, comparison: Mapping[str, Any],
         tr.write_line(f"not in the baseline (not compared): {', '.join(comparison['only_now'])}")
     for note in comparison.get("notes", []):
         tr.write_line(f"note: {note}", yellow=True)
+    incomplete = comparison.get("incomplete", {})
+    if incomplete:
+        listed = ", ".join(f"{model} ({n} run(s) not scored)" for model, n in incomplete.items())
+        tr.write_line(printable(f"incomplete, so not passed: {listed}"), yellow=True, bold=True)
     regressions = comparison.get("regressions", [])
     if regressions:
         listed = ", ".join(f"{r['model']} / {r['task']} ({r['delta']:+.3f})" for r in regressions)
         tr.write_line(f"{len(regressions)} regression(s) against the baseline: {listed}", red=True, bold=True)
-    elif rows and not comparison.get("refused") and not refused_items:
+    elif rows and not comparison.get("refused") and not refused_items and not incomplete:
         tr.write_line("no regression against the baseline", green=True)

@@ -369,3 +369,29 @@ def test_what_the_model_sent_scores_zero_and_the_run_goes_on(
     again = pytester.runpytest_subprocess(*args)
     again.assert_outcomes(passed=1)
     assert "could not be removed" not in again.stdout.str() + again.stderr.str()
+
+
+ACROSS_THE_CUT = f"""
+import sys
+key = "{SECRET}"
+# The protocol keeps the first and the last 4000 characters: each key straddles one of the cuts.
+sys.stdout.write("a" * 3990 + key + "b" * 20000 + key + "c" * 3990)
+"""
+
+
+def test_a_key_printed_across_the_cut_is_redacted_whole(
+    pytester: pytest.Pytester, base_args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    result = _hostile_session(pytester, base_args, [ACROSS_THE_CUT, GOOD_SCRIPT])
+    result.assert_outcomes(passed=1)
+    first, second = read_iterations(session_dir(pytester) / "records.jsonl")
+    assert "characters cut" in second["prompt"] and "[redacted]" in second["prompt"]
+    assert first["output"].count("[redacted]") == 2
+    pieces = [SECRET[i : i + 8] for i in range(len(SECRET) - 7)]
+    terminal = result.stdout.str() + result.stderr.str()
+    assert not [p for p in pieces if p in terminal]
+    for path in session_dir(pytester).rglob("*"):
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            assert not [p for p in pieces if p in text], path

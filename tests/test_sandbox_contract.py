@@ -681,6 +681,25 @@ def test_results_holds_a_bounded_number_of_files(backend: str, capped: bool, dat
         assert_usable(box, data_dir)
 
 
+def test_a_key_across_the_capture_cut_is_redacted_whole(
+    sandbox: Sandbox, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = "sk-planted-" + uuid.uuid4().hex
+    monkeypatch.setenv("PLANTED_API_KEY", key)
+    half = QUICK.output_bytes // 2
+    code = f"""\
+    import sys
+    key = {key!r}
+    sys.stdout.write("a" * {half - 10} + key + "b" * 100000 + key + "c" * {half - 10})
+    """
+    result = run(sandbox, data_dir, code)
+    assert result.output_bytes == 2 * (half - 10) + 100000 + 2 * len(key)
+    pieces = [key[i : i + 8] for i in range(len(key) - 7)]
+    assert not [p for p in pieces if p in result.output + "".join(result.notes)]
+    assert result.output.startswith("a" * (half - 10) + "[redacted]")
+    assert result.output.endswith("[redacted]" + "c" * (half - 10))
+
+
 # The packages on offer --------------------------------------------------------------------------
 
 IMPORTS = """\

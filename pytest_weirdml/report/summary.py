@@ -48,6 +48,9 @@ data (a model without prices has no cost):
                   iterations, error}``.
 ``incomplete``    runs whose session ended before they did (killed or interrupted; not scored):
                   ``{session, task, model, run, iterations}``.
+``unscored``      model -> why its runs were not scored -> how many: the harness error cut after
+                  its first ``:`` (``SandboxError``), or ``the session ended first``; so a model's
+                  dropped runs are visible beside its scores.
 """
 
 from __future__ import annotations
@@ -149,7 +152,23 @@ def build_summary(
         "runs": [dict(r) for r in runs],
         "errors": [dict(e) for e in errors],
         "incomplete": [dict(i) for i in incomplete],
+        "unscored": unscored_counts(errors, incomplete),
     }
+
+
+SESSION_ENDED = "the session ended first"
+
+
+def unscored_counts(
+    errors: Sequence[Mapping[str, Any]], incomplete: Sequence[Mapping[str, Any]]
+) -> dict[str, dict[str, int]]:
+    """model -> reason -> number of runs not scored for it."""
+    counts: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    for entry in errors:
+        counts[entry["model"]][str(entry.get("error") or "harness error").split(":", 1)[0]] += 1
+    for entry in incomplete:
+        counts[entry["model"]][SESSION_ENDED] += 1
+    return {model: dict(reasons) for model, reasons in sorted(counts.items())}
 
 
 def overall_over(
