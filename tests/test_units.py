@@ -269,7 +269,7 @@ def test_transcripts_hold_no_terminal_escapes(tmp_path: Path) -> None:
     )  # fmt: skip
     text = write_transcript(tmp_path, RunRecord("t", "m", 0, [it])).read_text()
     assert "red" in text and "bell nul c1" in text
-    assert not [c for c in text if ord(c) < 32 and c not in "\n\t" or 0x7F <= ord(c) <= 0x9F]
+    assert not [c for c in text if (ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F]
 
 
 def test_every_known_secret_is_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
