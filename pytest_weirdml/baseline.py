@@ -89,6 +89,7 @@ class Cell:
     conditions: Conditions
     sandbox: str = ""
     hardware: str = ""
+    isolation: str = ""
 
 
 @dataclass
@@ -120,7 +121,9 @@ class Baseline:
             tasks = baseline.cells.setdefault(run["model"], {})
             cell = tasks.get(run["task"])
             if cell is None:
-                cell = tasks[run["task"]] = Cell([], conditions, run.get("sandbox", ""), run.get("hardware", ""))
+                cell = tasks[run["task"]] = Cell(
+                    [], conditions, run.get("sandbox", ""), run.get("hardware", ""), run.get("isolation", "")
+                )
             elif cell.conditions != conditions:
                 where = f"{run['model']} on {run['task']}"
                 raise BaselineError(
@@ -132,6 +135,10 @@ class Baseline:
                 sessions[run["session"]] = None
         baseline.sessions = list(sessions)
         return baseline
+
+    def isolations(self) -> list[str]:
+        """How the scripts behind these scores were isolated (``unknown`` where no one said)."""
+        return sorted({cell.isolation or "unknown" for tasks in self.cells.values() for cell in tasks.values()})
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -147,6 +154,7 @@ class Baseline:
                         "conditions": asdict(cell.conditions),
                         "sandbox": cell.sandbox,
                         "hardware": cell.hardware,
+                        "isolation": cell.isolation,
                     }
                     for task, cell in sorted(tasks.items())
                 }
@@ -178,6 +186,7 @@ class Baseline:
                         conditions=Conditions(**cell["conditions"]),
                         sandbox=cell.get("sandbox", ""),
                         hardware=cell.get("hardware", ""),
+                        isolation=cell.get("isolation", ""),
                     )
                     for task, cell in tasks.items()
                 }
@@ -228,6 +237,8 @@ class Comparison:
     source: str = ""
     # model -> its runs that were not scored in the sessions judged.
     incomplete: dict[str, int] = field(default_factory=dict)
+    # "baseline" and "now" -> how each side's scripts were isolated.
+    isolation: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def regressions(self) -> list[Row]:
@@ -243,6 +254,7 @@ class Comparison:
             "only_now": self.only_now,
             "notes": self.notes,
             "incomplete": self.incomplete,
+            "isolation": self.isolation,
         }
 
 
@@ -275,7 +287,13 @@ def compare(
     the differences into notes of the comparison.
     """
     rows: list[Row] = []
-    comparison = Comparison(rows=rows, margin=margin, source=baseline.source, incomplete=dict(now.unscored))
+    comparison = Comparison(
+        rows=rows,
+        margin=margin,
+        source=baseline.source,
+        incomplete=dict(now.unscored),
+        isolation={"baseline": baseline.isolations(), "now": now.isolations()},
+    )
     refused: list[str] = []
     for model in sorted(set(baseline.cells) | set(now.cells)):
         old, new = baseline.cells.get(model, {}), now.cells.get(model, {})
@@ -285,7 +303,7 @@ def compare(
         for task in common:
             differences = new[task].conditions.differences(old[task].conditions)
             (comparison.notes if force else refused).extend(f"{model} / {task}: {d}" for d in differences)
-            for kind in ("sandbox", "hardware"):
+            for kind in ("sandbox", "isolation", "hardware"):
                 was, is_ = getattr(old[task], kind), getattr(new[task], kind)
                 if was and is_ and was != is_:
                     comparison.notes.append(f"{model} / {task}: {kind} {was!r} in the baseline, {is_!r} now")

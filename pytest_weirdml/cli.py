@@ -102,6 +102,8 @@ def _compare(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except (BaselineError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    for side, values in comparison.isolation.items():
+        print(f"isolation of the {side}: {', '.join(values) or '-'}")
     for line in table_lines(comparison.as_dict()["rows"]):
         print(line)
     for label, items in (
@@ -125,6 +127,7 @@ def _compare(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def _report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from pytest_weirdml.report.build import build_reports
+    from pytest_weirdml.untrusted import printable
 
     if args.bootstrap < 1:
         parser.error(f"--bootstrap must be at least 1, got {args.bootstrap}")
@@ -135,6 +138,11 @@ def _report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    isolation: dict[str, set[str]] = {}
+    for run in built.runs:
+        isolation.setdefault(run.session, set()).add(run.conditions()["isolation"])
+    for session, values in sorted(isolation.items()):
+        print(printable(f"isolation of {session}: {', '.join(sorted(values))}"))
     for kind, path in built.paths.items():
         print(f"{kind}: {path}")
     return 0

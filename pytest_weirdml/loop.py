@@ -176,6 +176,7 @@ def run_task(
             started_at=started_at,
             wall_s=time.monotonic() - clock,
             sandbox=sandbox.name,
+            isolation=(result.isolation if result else "") or sandbox.isolation,
             node=result.node if result else "",
             session=settings.session,
             protocol=settings.protocol,

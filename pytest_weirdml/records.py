@@ -89,6 +89,8 @@ class IterationRecord:
     started_at: str = ""
     wall_s: float = 0.0
     sandbox: str = ""
+    # How the script was isolated: bwrap+cgroups, bwrap, docker or none ("" before it was recorded).
+    isolation: str = ""
     # The Ray node that ran the script ("" for this machine).
     node: str = ""
     session: str = ""
@@ -227,6 +229,7 @@ class RunRecord:
             "iterations_planned": first.iterations_planned if first else 0,
             "time_limit_s": first.time_limit_s if first else 0.0,
             "sandbox": first.sandbox if first else "",
+            "isolation": ",".join(sorted({it.isolation or "unknown" for it in self.iterations})),
             "hardware": first.hardware if first else "",
         }
 

@@ -17,6 +17,7 @@ from pytest_weirdml import __version__
 from pytest_weirdml.baseline import table_lines
 from pytest_weirdml.config import Settings
 from pytest_weirdml.models import OFFLINE
+from pytest_weirdml.redact import redact
 from pytest_weirdml.sandbox import pool
 from pytest_weirdml.sandbox import venv as sandbox_venv
 from pytest_weirdml.sandbox.image import image_tag
@@ -38,7 +39,9 @@ def header_lines(settings: Settings, workers: int) -> list[str]:
         alias = f"{name} = {config.spec}" if name != config.spec else name
         # The retirement itself is said once, as a warning (plugin.ModelDeprecatedWarning).
         retiring = ", deprecated" if any(config.spec in note for note in settings.model_notes) else ""
-        names.append(f"{alias} ({config.price_text()}{retiring})")
+        # A project's config may point a provider at another server: the header says which.
+        server = f", server {_shown_url(config.base_url)}" if config.base_url else ""
+        names.append(f"{alias} ({config.price_text()}{retiring}{server})")
     lines.append(f"weirdml models: {'; '.join(names) if names else 'none (pass --weirdml-model=NAME)'}")
     if settings.sandbox == "local":
         own = f"the sandbox's own environment ({sandbox_venv.env_dir()})"
@@ -47,7 +50,7 @@ def header_lines(settings: Settings, workers: int) -> list[str]:
         where = f"docker, image {image_tag()}"
     else:
         where = f"{settings.sandbox} (docker with image {image_tag()} when its daemon answers, else local)"
-    lines.append(f"weirdml sandbox: {where}")
+    lines.append(f"weirdml sandbox: {where}; isolation {header_isolation(settings)}")
     if settings.ray:
         each = f"a GPU, or {settings.cores_per_script or 1} CPU core(s) on a node without one"
         lines.append(f"weirdml hardware: the Ray cluster at {settings.ray}; each script asks for {each}")
@@ -66,6 +69,27 @@ def header_lines(settings: Settings, workers: int) -> list[str]:
     resumed = " (resumed)" if settings.resume else ""
     lines.append(f"weirdml session: {settings.session_dir}{resumed}")
     return lines
+
+
+def _shown_url(url: str) -> str:
+    """A server's URL without any user or password in it."""
+    scheme, sep, rest = url.partition("://")
+    host, slash, path = rest.partition("/")
+    return printable(redact(scheme + sep + host.rsplit("@", 1)[-1] + slash + path))
+
+
+def header_isolation(settings: Settings) -> str:
+    """How the session's scripts will be isolated, as the records will say."""
+    if settings.ray:
+        return "as each Ray node's sandbox says"
+    if settings.sandbox == "docker":
+        return "docker"
+    from pytest_weirdml.sandbox._cgroup import cgroups_usable
+    from pytest_weirdml.sandbox.local import bwrap_works
+
+    ok, why = bwrap_works()
+    local = ("bwrap+cgroups" if cgroups_usable()[0] else "bwrap") if ok else f"none ({why})"
+    return local if settings.sandbox == "local" else f"docker, or {local} if it falls back to local"
 
 
 def _ci(row: Mapping[str, Any]) -> str:
@@ -157,6 +181,9 @@ def write_summary(tr: pytest.TerminalReporter, summary: dict[str, Any], files: M
             if m["zero_reasons"]:
                 reasons = ", ".join(f"{n}x {r}" for r, n in sorted(m["zero_reasons"].items(), key=lambda x: -x[1]))
                 tr.write_line(f"{name} zero scores: {reasons}")
+    if summary.get("isolation"):
+        isolation = ", ".join(summary["isolation"])
+        tr.write_line(f"isolation: {isolation}", red="none" in summary["isolation"])
     if summary["errors"]:
         tr.write_line(f"{len(summary['errors'])} run(s) hit a harness error and are not scored (see the errors above)")
     if summary["incomplete"]:
@@ -176,6 +203,10 @@ def write_comparison(tr: pytest.TerminalReporter, comparison: Mapping[str, Any],
     tr.write_sep("=", f"weirdml comparison with {comparison.get('baseline') or 'the baseline'} (margin {margin:g})")
     if comparison.get("refused"):
         tr.write_line(str(comparison["refused"]), red=True)
+    isolation = comparison.get("isolation") or {}
+    if isolation:
+        sides = "; ".join(f"{side} {', '.join(values) or '-'}" for side, values in isolation.items())
+        tr.write_line(f"isolation: {sides}", red=any("none" in v for v in isolation.values()))
     rows = comparison.get("rows", [])
     if rows:
         header, *lines = table_lines(rows)

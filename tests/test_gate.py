@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import GOOD_SCRIPT, fenced, write_replay
+from helpers import GOOD_SCRIPT, fenced, needs_bwrap, write_replay
 
 from pytest_weirdml.cli import main as weirdml
 
@@ -305,8 +305,9 @@ def weirdml_model(weirdml_case):
 """
 
 
+@needs_bwrap
 def test_a_model_with_unscored_runs_is_incomplete_never_same(
-    pytester: pytest.Pytester, tiny: Path, base_args: list[str]
+    pytester: pytest.Pytester, tiny: Path, base_args: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytester.makeconftest(FLAKY)
     saved = pytester.path / "baseline.json"
@@ -320,8 +321,11 @@ def test_a_model_with_unscored_runs_is_incomplete_never_same(
     again.assert_outcomes(passed=1, errors=1)
     again.stdout.fnmatch_lines(
         [
+            "isolation: bwrap*",
             "flaky: 1 run(s) not scored: 1x ModelError",
-            "flaky*tiny*1.000*1.000*+0.000*incomplete",
+            "*weirdml comparison with*",
+            "isolation: baseline bwrap*; now bwrap*",
+            "*flaky*tiny*1.000*1.000*+0.000*incomplete",
             "incomplete, so not passed: flaky (1 run(s) not scored)",
         ]
     )
@@ -342,5 +346,13 @@ def test_a_model_with_unscored_runs_is_incomplete_never_same(
         reports="r3",
     )
     assert rolled.ret == 1 and saved.read_text() == before
-    # The command line says the same.
+    # The command line says the same, and shows each source's isolation.
+    capsys.readouterr()
     assert weirdml(["compare", str(saved), str(only_session(pytester, "r2"))]) == 1
+    out = capsys.readouterr().out
+    assert "isolation of the baseline: bwrap" in out and "incomplete: flaky has 1 run(s) that were not scored" in out
+    assert (
+        weirdml(["report", str(only_session(pytester, "r1")), str(only_session(pytester, "r2")), "-o", "merged"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert out.count("isolation of ") == 2 and f"isolation of {only_session(pytester, 'r1').name}: bwrap" in out

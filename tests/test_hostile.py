@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import GOOD_SCRIPT, needs_bwrap, read_iterations, session_dir, write_replay, write_tiny_task
+from helpers import GOOD_SCRIPT, fenced, needs_bwrap, read_iterations, session_dir, write_replay, write_tiny_task
 
 from pytest_weirdml.sandbox.local import bwrap_works
 
@@ -395,3 +395,67 @@ def test_a_key_printed_across_the_cut_is_redacted_whole(
         if path.is_file():
             text = path.read_text(errors="replace")
             assert not [p for p in pieces if p in text], path
+
+
+# No quiet unisolated runs ------------------------------------------------------------------------
+
+REFUSING_BWRAP = "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
+
+
+def test_a_provider_model_never_runs_unisolated_unless_allowed(
+    pytester: pytest.Pytester, base_args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from providers_server import FakeProvider
+
+    pytest.importorskip("openai")
+    fake_bin = pytester.path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "bwrap").write_text(REFUSING_BWRAP)
+    (fake_bin / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake_bin}:{os.environ['PATH']}")
+    write_tiny_task(pytester.path, time_limit=10, iterations=1)
+    with FakeProvider("openai", lambda conversation: fenced(GOOD_SCRIPT)) as server:
+        args = [
+            "--weirdml-model=openai-compatible:tiny-llm",
+            f"--weirdml-base-url={server.base_url}",
+            "--weirdml-runs=1",
+        ]
+        args += base_args
+        refused = pytester.runpytest_subprocess(*args)
+        assert refused.ret == pytest.ExitCode.USAGE_ERROR
+        refused.stderr.fnmatch_lines(
+            [
+                "*--weirdml-model=openai-compatible:tiny-llm calls a provider, but the local sandbox cannot isolate "
+                "its scripts (bwrap cannot create namespaces here: bwrap: No permissions to create new namespace)*"
+                "bubblewrap*--weirdml-sandbox=docker*--weirdml-allow-unisolated*"
+            ]
+        )
+        assert not (pytester.path / "reports").exists() and not server.requests
+        allowed = pytester.runpytest_subprocess(*args, "--weirdml-allow-unisolated")
+    allowed.assert_outcomes(passed=1)
+    allowed.stdout.fnmatch_lines(
+        [
+            f"weirdml models: openai-compatible:tiny-llm (*, server {server.base_url})",
+            "weirdml sandbox: local, *; isolation none (bwrap cannot create namespaces here*",
+            "isolation: none",
+        ]
+    )
+    (record,) = read_iterations(session_dir(pytester) / "records.jsonl")
+    assert record["isolation"] == "none" and record["score"] == 1.0
+    summary = json.loads((session_dir(pytester) / "summary.json").read_text())
+    assert summary["isolation"] == ["none"] and summary["runs"][0]["isolation"] == "none"
+
+
+def test_an_offline_model_may_run_unisolated_with_the_warning(
+    pytester: pytest.Pytester, base_args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_bin = pytester.path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "bwrap").write_text(REFUSING_BWRAP)
+    (fake_bin / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake_bin}:{os.environ['PATH']}")
+    result = _hostile_session(pytester, base_args, [GOOD_SCRIPT])
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*NotIsolatedWarning: the local sandbox is NOT isolated*"])
+    (record,) = read_iterations(session_dir(pytester) / "records.jsonl")
+    assert record["isolation"] == "none"

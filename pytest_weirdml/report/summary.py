@@ -44,6 +44,8 @@ data (a model without prices has no cost):
                   task, model and run: its scores, and the conditions it was made under
                   (``protocol``, ``data``, ``data_seed``, ``iterations_planned``, ``time_limit_s``,
                   ``sandbox``, ``hardware``).
+``isolation``     how the scored runs' scripts were isolated (``bwrap+cgroups``, ``bwrap``,
+                  ``docker``, ``none``; ``unknown`` for records made before it was recorded).
 ``errors``        runs a harness error stopped (not scored): ``{session, task, model, run,
                   iterations, error}``.
 ``incomplete``    runs whose session ended before they did (killed or interrupted; not scored):
@@ -145,6 +147,7 @@ def build_summary(
         "protocol": next(iter({r.get("protocol", "") for r in runs}), ""),
         "data": {task: sorted(keys) for task, keys in sorted(data.items())},
         "data_seeds": sorted(seeds),
+        "isolation": sorted({str(r.get("isolation") or "unknown") for r in runs}),
         "bootstrap": bootstrap,
         "tasks": tasks,
         "published_tasks": published,

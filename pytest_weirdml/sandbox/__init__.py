@@ -75,6 +75,8 @@ class ExecResult:
     results_files_full: bool = False
     # The machine that ran it, where that is not this one (a Ray node).
     node: str = ""
+    # How the script was isolated (``Sandbox.isolation``), as the backend that ran it says.
+    isolation: str = ""
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,12 @@ class Sandbox(abc.ABC):
 
     name: str
     isolated: bool
+
+    @property
+    def isolation(self) -> str:
+        """How scripts are isolated, as every record says: ``bwrap+cgroups`` (bubblewrap and a
+        cgroup per run), ``bwrap``, ``docker`` or ``none`` (a plain subprocess)."""
+        return self.name if self.isolated else "none"
 
     @abc.abstractmethod
     def run(self, code: str, data_dir: Path, limits: Limits, gpu: str | None = None) -> ExecResult: ...

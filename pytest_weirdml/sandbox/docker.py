@@ -257,6 +257,7 @@ class DockerSandbox(Sandbox):
             out_of_memory=out_of_memory,
             results_full=results_full,
             results_files_full=results_full and work.too_many_files,
+            isolation="docker",
         )
 
     def _remove(self, container: str) -> None:

@@ -129,6 +129,12 @@ class LocalSandbox(Sandbox):
             self._binds, self._hidden = self._interpreter_paths()
         self._environment: Environment | None = None
 
+    @property
+    def isolation(self) -> str:
+        if not self.isolated:
+            return "none"
+        return "bwrap+cgroups" if self.cgroups else "bwrap"
+
     def _interpreter_paths(self) -> tuple[list[str], list[str]]:
         """The directories the interpreter needs (venv and base installation) outside /usr, and
         the package directories below them or in /usr that are not on its path (to hide)."""
@@ -332,6 +338,7 @@ class LocalSandbox(Sandbox):
             out_of_memory=out_of_memory,
             results_full=results_full,
             results_files_full=results_full and work.too_many_files,
+            isolation=self.isolation,
         )
 
     def environment(self) -> Environment:

@@ -111,6 +111,7 @@ class RaySandbox(Sandbox):
         self.session_dir = session_dir
         self.name = backend
         self.isolated = backend == "docker"  # until the nodes' sandboxes say (environment)
+        self._isolation = "docker" if self.isolated else "unknown"
         self.gpus = self.ray.cluster_resources().get("GPU", 0) >= 1 if gpus is None else gpus
         remote = self.ray.remote(max_retries=0, max_calls=0)
         # Workers are kept between runs: the scripts hold the GPU, in their own processes.
@@ -198,6 +199,11 @@ class RaySandbox(Sandbox):
             raise _NodeFailure(node, node_id, f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
         return result, lease
 
+    @property
+    def isolation(self) -> str:
+        """The nodes' isolation (several, comma-separated, where they differ); each result says its own."""
+        return self._isolation
+
     def environment(self) -> Environment:
         """What every node offers: the same interpreter and packages on all, or ``SandboxError``."""
         if self._environment is not None:
@@ -218,7 +224,8 @@ class RaySandbox(Sandbox):
             found = self.ray.get(probes)
         except self.ray.exceptions.RayError as exc:
             raise SandboxError(f"could not probe the Ray nodes' sandboxes: {exc}") from exc
-        self.isolated = all(isolated for _, _, _, isolated in found)
+        self.isolated = all(isolation != "none" for _, _, _, isolation in found)
+        self._isolation = ",".join(sorted({isolation for _, _, _, isolation in found}))
         envs = {(env.python, tuple(sorted(env.packages.items()))): label for label, env, _, _ in found}
         if len(envs) > 1:
             lines = "; ".join(f"{label}: Python {py}, {dict(pk)}" for (py, pk), label in envs.items())
@@ -349,9 +356,9 @@ def _start(backend: str, python: str | None) -> None:
     _backend(backend, python)
 
 
-def _probe(backend: str, python: str | None, gpus: int) -> tuple[str, Environment, list[str], bool]:
-    """This node's sandbox environment, the description of each of its GPUs, and whether its
+def _probe(backend: str, python: str | None, gpus: int) -> tuple[str, Environment, list[str], str]:
+    """This node's sandbox environment, the description of each of its GPUs, and how its
     sandbox isolates scripts."""
     node, _ = _node()
     inner = _backend(backend, python)
-    return node, inner.environment(), [leases.describe(str(i)) for i in range(gpus)], inner.isolated
+    return node, inner.environment(), [leases.describe(str(i)) for i in range(gpus)], inner.isolation
