@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_weirdml import __version__, stats
+from pytest_weirdml import __version__, schema, stats
 from pytest_weirdml.records import RunRecord
 from pytest_weirdml.session import SessionDir
 
@@ -178,6 +178,10 @@ class Baseline:
             raise BaselineError(
                 f"{where}: baseline format version {raw.get('version')!r}; this plugin reads version {VERSION}"
             )
+        try:
+            schema.check_baseline_models(raw.get("models"))
+        except ValueError as exc:
+            raise BaselineError(f"{where}: {exc}") from None
         try:
             cells = {
                 model: {

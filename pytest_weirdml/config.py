@@ -19,7 +19,7 @@ from pytest_weirdml.models import Catalog
 from pytest_weirdml.protocol import PROTOCOLS, PUBLISHED
 from pytest_weirdml.sandbox import RESULTS_CAP_BYTES, leases, size_text
 from pytest_weirdml.sandbox.choose import sandbox_names
-from pytest_weirdml.session import RECORDS_FILE
+from pytest_weirdml.session import RECORDS_FILE, SessionDir
 
 
 def _positive_int(flag: str, *, allow_zero: bool = False):  # type: ignore[no-untyped-def]
@@ -506,6 +506,11 @@ def settings_from(
             raise pytest.UsageError(
                 f"--weirdml-resume: {previous} holds no {RECORDS_FILE}; pass a session directory under reports/"
             )
+        try:
+            # A records file is untrusted: a bad line stops the session here, naming it.
+            SessionDir(previous).read()
+        except (OSError, ValueError) as exc:
+            raise pytest.UsageError(f"--weirdml-resume: {exc}") from None
         reports, session, resume = previous.parent, previous.name, True
     if session_dir is not None:
         reports, session = session_dir.parent, session_dir.name

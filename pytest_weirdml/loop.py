@@ -142,7 +142,7 @@ def run_task(
     messages = [Message("system", system), Message("user", task.prompt)]
     record = RunRecord(task=task.name, model=model.name, run=run)
     best = 0.0
-    _check_resumable(finished, settings.protocol, data)
+    _check_resumable(finished, settings.protocol, data, iterations, time_limit)
     for done in finished[:iterations]:
         record.iterations.append(done)
         best = max(best, done.score)
@@ -227,10 +227,20 @@ def submit(
     return code, result, score
 
 
-def _check_resumable(finished: Sequence[IterationRecord], protocol: str, data: TaskData) -> None:
-    """A resumed run continues only under the protocol and on the data it started with."""
+def _check_resumable(
+    finished: Sequence[IterationRecord], protocol: str, data: TaskData, iterations: int, time_limit: float
+) -> None:
+    """A resumed run continues only under the protocol, on the data and with the limits it started
+    with, and never takes a recorded score its own record contradicts."""
     if not finished:
         return
+    for done in finished:
+        problem = _inconsistent(done, protocol, data, iterations, time_limit)
+        if problem is not None:
+            raise HarnessError(
+                f"--weirdml-resume: iteration {done.iteration} of {done.task} / {done.model} / run {done.run} "
+                f"in the records {problem}; its score is not taken. Start a new session instead of resuming this one"
+            )
     first = finished[0]
     if first.protocol != protocol:
         raise HarnessError(
@@ -241,6 +251,26 @@ def _check_resumable(finished: Sequence[IterationRecord], protocol: str, data: T
             f"this run started on data {first.data_key}, not {data.key}; resume it with "
             f"--weirdml-data-seed={first.data_seed}"
         )
+
+
+def _inconsistent(
+    done: IterationRecord, protocol: str, data: TaskData, iterations: int, time_limit: float
+) -> str | None:
+    """Why a recorded iteration cannot be part of this run, or None."""
+    if done.protocol != protocol or (done.data_key and done.data_key != data.key):
+        return None  # said below, with the option that resumes it
+    if not done.data_key and done.schema >= 2:
+        return "has no data identity (data_key)"
+    if done.iterations_planned and done.iterations_planned != iterations:
+        return f"was planned with {done.iterations_planned} submissions, this run with {iterations}"
+    if done.time_limit_s and done.time_limit_s != time_limit:
+        return f"ran under a time limit of {done.time_limit_s:g} s, this run under {time_limit:g} s"
+    failed = done.code is None or done.timed_out or done.exit_code != 0 or done.zero_reason is not None
+    if failed and done.score != 0.0:
+        return f"scores {done.score} although it failed (zero_reason {done.zero_reason!r}, exit code {done.exit_code})"
+    if not failed and done.duration_s <= 0.0:
+        return f"scores {done.score} but its script never ran (duration {done.duration_s} s)"
+    return None
 
 
 def _as_result(done: IterationRecord) -> ExecResult | None:

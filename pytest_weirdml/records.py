@@ -4,7 +4,9 @@ A session's ``records.jsonl`` holds one JSON object per line, of two kinds (the 
 ``iteration`` (an ``IterationRecord``, appended the moment a submission is scored) and
 ``run_end`` (a ``RunEnd``: the run finished, or a harness error stopped it). Lines are written
 from these dataclasses and read back into them, so a field added to a dataclass is one line
-here and nothing else changes; unknown keys in old or newer files are ignored.
+here and nothing else changes; unknown keys in old or newer files are ignored. Every line read
+back is checked against its dataclass's schema first (``pytest_weirdml.schema``): a records file
+may come from anyone.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pytest_weirdml import schema
 from pytest_weirdml.redact import redact_values
 from pytest_weirdml.untrusted import valid_unicode
 
@@ -58,6 +61,7 @@ class Usage:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Usage:
+        schema.check_usage(raw, _annotations(cls))
         known = _known(cls, raw)
         known["retries"] = tuple(dict(r) for r in known.get("retries", ()))
         return cls(**known)
@@ -124,6 +128,7 @@ class IterationRecord:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> IterationRecord:
+        schema.check_record(raw, _annotations(cls))
         known = _known(cls, raw)
         if isinstance(raw.get("usage"), dict):
             known["usage"] = Usage.from_dict(raw["usage"])
@@ -156,6 +161,7 @@ class RunEnd:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> RunEnd:
+        schema.check_record(raw, _annotations(cls))
         return cls(**_known(cls, raw))
 
 
@@ -232,6 +238,10 @@ class RunRecord:
             "isolation": ",".join(sorted({it.isolation or "unknown" for it in self.iterations})),
             "hardware": first.hardware if first else "",
         }
+
+
+def _annotations(cls: type) -> dict[str, str]:
+    return {f.name: str(f.type) for f in dataclasses.fields(cls)}
 
 
 def _known(cls: type, raw: dict[str, Any]) -> dict[str, Any]:

@@ -459,3 +459,179 @@ def test_an_offline_model_may_run_unisolated_with_the_warning(
     result.stdout.fnmatch_lines(["*NotIsolatedWarning: the local sandbox is NOT isolated*"])
     (record,) = read_iterations(session_dir(pytester) / "records.jsonl")
     assert record["isolation"] == "none"
+
+
+# Records, replays and baselines someone sent you ------------------------------------------------
+
+
+def _record(**fields: object) -> dict[str, object]:
+    record: dict[str, object] = {
+        "kind": "iteration", "task": "tiny", "model": "sent", "run": 0, "iteration": 1, "prompt": "p",
+        "response": "r", "code": "print(1)", "output": "1", "output_bytes": 2, "exit_code": 0, "timed_out": False,
+        "duration_s": 0.5, "score": 0.5, "zero_reason": None, "session": "theirs", "schema": 2,
+        "data_key": "v1-seed0-abc", "protocol": "published",
+    }  # fmt: skip
+    record.update(fields)
+    return record
+
+
+CRAFTED = [
+    ({"task": "../../../../escaped"}, "field 'task' is '../../../../escaped'"),
+    ({"model": "../../escaped"}, "field 'model' is '../../escaped'"),
+    ({"session": ".."}, "field 'session' is '..'"),
+    ({"run": "<script>alert(1)</script>"}, "field 'run' is '<script>alert(1)</script>'; it must be int"),
+    ({"iteration": "<b>1</b>"}, "field 'iteration' is '<b>1</b>'; it must be int"),
+    ({"score": float("nan")}, "field 'score' is nan; it must be float"),
+    ({"score": 1.5}, "field 'score' is 1.5; a score lies in [0, 1]"),
+    ({"score": "1.0"}, "field 'score' is '1.0'; it must be float"),
+    ({"usage": {"cost_usd": -5}}, "field 'usage.cost_usd' is -5; it cannot be negative"),
+]
+
+
+@pytest.mark.parametrize(("fields", "message"), CRAFTED, ids=[m.split(" is ")[0][7:-1] for _, m in CRAFTED])
+def test_a_crafted_records_file_is_refused_naming_the_line_and_field(
+    tmp_path: Path, fields: dict[str, object], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_weirdml.cli import main as weirdml
+
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    lines = [json.dumps(_record()), json.dumps(_record(**{"iteration": 2, **fields}))]
+    (theirs / "records.jsonl").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    assert weirdml(["report", str(theirs), "-o", str(out)]) == 2
+    assert f"{theirs / 'records.jsonl'} line 2: {message}" in capsys.readouterr().err
+    assert [p for p in tmp_path.rglob("*") if p.name not in ("theirs", "records.jsonl")] == []
+
+
+def test_one_huge_line_is_never_read_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_weirdml.cli import main as weirdml
+
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "records.jsonl").write_text(json.dumps(_record(output="x" * (17 << 20))) + "\n")
+    assert weirdml(["report", str(theirs), "-o", str(tmp_path / "out")]) == 2
+    assert "line 1 is longer than 16 MiB characters" in capsys.readouterr().err
+
+
+def test_every_text_of_a_records_file_is_escaped_in_html_and_stripped_in_transcripts(tmp_path: Path) -> None:
+    from html.parser import HTMLParser
+
+    from pytest_weirdml.cli import main as weirdml
+
+    hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>\x1b]0;owned\x07\x1b[2J"
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    records = [
+        _record(prompt=hostile, response=hostile, code=hostile, output=hostile, zero_reason=hostile, score=0.0),
+        {
+            "kind": "run_end",
+            "task": "tiny",
+            "model": "sent",
+            "run": 0,
+            "status": "error",
+            "error": hostile,
+            "session": "theirs",
+            "schema": 2,
+        },
+        _record(run=1),
+        {"kind": "run_end", "task": "tiny", "model": "sent", "run": 1, "status": "finished", "session": "theirs"},
+    ]
+    (theirs / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "out"
+    assert weirdml(["report", str(theirs), "-o", str(out), "--bootstrap", "100"]) == 0
+    page = (out / "report.html").read_text()
+
+    class Tags(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.found.append(tag)
+            assert not [name for name, _ in attrs if name.startswith("on")], (tag, attrs)
+
+    parser = Tags()
+    parser.feed(page)
+    assert (
+        "script" not in parser.found
+        and "img" not in parser.found[: parser.found.index("body")] + [t for t in parser.found if t == "img"][:0]
+    )
+    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 5
+    for transcript in (out / "transcripts").rglob("*.md"):
+        text = transcript.read_text()
+        assert "\x1b" not in text and "\x07" not in text
+    # Only the files of the report, all inside the output directory.
+    assert {p.relative_to(out).parts[0] for p in out.rglob("*")} <= {
+        "summary.json", "results.csv", "results_own_tasks.csv", "report.html", "transcripts"
+    }  # fmt: skip
+
+
+def test_resume_refuses_a_crafted_records_file_and_a_score_its_record_contradicts(
+    pytester: pytest.Pytester, base_args: list[str]
+) -> None:
+    from pytest_weirdml.tasks import build_data, load_task
+
+    task_dir = write_tiny_task(pytester.path, time_limit=10, iterations=2)
+    data = build_data(load_task(task_dir), pytester.path / "cache")
+    replay = write_replay(pytester.path / "agent.json", ["", GOOD_SCRIPT])
+    where = pytester.path / "reports" / "sent"
+    where.mkdir(parents=True)
+    records = where / "records.jsonl"
+    args = [f"--weirdml-model=replay:{replay}", "--weirdml-runs=1", f"--weirdml-resume={where}", *base_args]
+    records.write_text(json.dumps(_record(task="../../escaped", model="replay:agent.json")) + "\n")
+    refused = pytester.runpytest(*args)
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines([f"*--weirdml-resume: {records} line 1: field 'task' is '../../escaped'*"])
+    # A first iteration that crashed yet claims a perfect score.
+    claim = _record(
+        model="replay:agent.json", session="sent", data_key=data.key, score=1.0, exit_code=1,
+        zero_reason="the script crashed (exit code 1)", iterations_planned=2, time_limit_s=10.0,
+    )  # fmt: skip
+    records.write_text(json.dumps(claim) + "\n")
+    contradicted = pytester.runpytest(*args)
+    contradicted.assert_outcomes(errors=1)
+    contradicted.stdout.fnmatch_lines(
+        ["*iteration 1 of tiny / replay:agent.json / run 0 in the records scores 1.0 although it failed*"]
+    )
+    assert not list(where.rglob("*.md")) or all(p.is_relative_to(where) for p in where.rglob("*.md"))
+    # Another data identity is refused too, naming the option that resumes it.
+    records.write_text(json.dumps({**claim, "score": 0.0, "data_key": "v1-seed7-other"}) + "\n")
+    other = pytester.runpytest(*args)
+    other.assert_outcomes(errors=1)
+    other.stdout.fnmatch_lines(["*this run started on data v1-seed7-other*--weirdml-data-seed=*"])
+
+
+@pytest.mark.parametrize(
+    ("score", "shown"), [("NaN", "nan"), ('"nan"', "'nan'"), ("1.5", "1.5"), ("-0.1", "-0.1"), ("true", "True")]
+)
+def test_a_baseline_with_a_bad_score_is_refused_naming_the_file_and_field(
+    pytester: pytest.Pytester, tiny: Path, base_args: list[str], score: str, shown: str
+) -> None:
+    cell = (
+        f'{{"scores": [1.0, {score}], "conditions": {{"protocol": "published", "iterations": 1, '
+        '"time_limit_s": 20.0, "data": "v1-seed0-abc"}}'
+    )
+    path = pytester.path / "sent.json"
+    path.write_text(f'{{"format": "pytest-weirdml-baseline", "version": 1, "models": {{"m": {{"tiny": {cell}}}}}}}')
+    result = pytester.runpytest("--weirdml-model=reference", f"--weirdml-baseline={path}", *base_args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    field = "field 'models.m.tiny.scores[1]'"
+    assert (
+        f"--weirdml-baseline: {path}: {field} is {shown}; a score is a finite number in [0, 1]" in result.stderr.str()
+    )
+
+
+def test_a_baseline_name_that_would_drive_the_terminal_is_refused(
+    pytester: pytest.Pytester, tiny: Path, base_args: list[str]
+) -> None:
+    cell = (
+        '{"scores": [1.0], "conditions": {"protocol": "published", "iterations": 1, "time_limit_s": 20.0, "data": "d"}}'
+    )
+    path = pytester.path / "sent.json"
+    raw = {"format": "pytest-weirdml-baseline", "version": 1, "models": {"m\x1b[2J": {"tiny": json.loads(cell)}}}
+    path.write_text(json.dumps(raw))
+    result = pytester.runpytest("--weirdml-model=reference", f"--weirdml-baseline={path}", *base_args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "\x1b[2J" not in result.stdout.str() + result.stderr.str()
+    result.stderr.fnmatch_lines(["*--weirdml-baseline: *sent.json: model name 'm\\x1b[[]2J' holds characters*"])
