@@ -50,7 +50,8 @@ def header_lines(settings: Settings, workers: int) -> list[str]:
         where = f"docker, image {image_tag()}"
     else:
         where = f"{settings.sandbox} (docker with image {image_tag()} when its daemon answers, else local)"
-    lines.append(f"weirdml sandbox: {where}; isolation {header_isolation(settings)}")
+    lines.append(f"weirdml sandbox: {where}")
+    lines.append(f"weirdml isolation: {header_isolation(settings)}")
     if settings.ray:
         each = f"a GPU, or {settings.cores_per_script or 1} CPU core(s) on a node without one"
         lines.append(f"weirdml hardware: the Ray cluster at {settings.ray}; each script asks for {each}")

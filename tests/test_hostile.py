@@ -436,7 +436,8 @@ def test_a_provider_model_never_runs_unisolated_unless_allowed(
     allowed.stdout.fnmatch_lines(
         [
             f"weirdml models: openai-compatible:tiny-llm (*, server {server.base_url})",
-            "weirdml sandbox: local, *; isolation none (bwrap cannot create namespaces here*",
+            "weirdml sandbox: local, *",
+            "weirdml isolation: none (bwrap cannot create namespaces here*",
             "isolation: none",
         ]
     )

@@ -150,6 +150,48 @@ def test_script_runs_on_its_leased_cores(sandbox: Sandbox, data_dir: Path) -> No
     assert f"CPUS [{core}] 1" in result.output, result.output
 
 
+RESET_AFFINITY = """\
+import os, resource, time
+os.sched_setaffinity(0, range(os.cpu_count()))  # every core, as far as affinity goes
+print("CPUS", sorted(os.sched_getaffinity(0)), flush=True)
+start = time.monotonic()
+children = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        os.sched_setaffinity(0, range(os.cpu_count()))
+        while time.monotonic() - start < 1.5:
+            pass
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("BUSY", used.ru_utime + used.ru_stime, "WALL", time.monotonic() - start)
+"""
+
+
+def test_a_script_that_resets_its_affinity_stays_on_its_share(sandbox: Sandbox, data_dir: Path) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores to have a share smaller than all")
+    if isinstance(sandbox, LocalSandbox) and not sandbox.cgroups:
+        pytest.skip("without cgroups the local sandbox pins by affinity only (UnboundedWarning)")
+    core = max(os.sched_getaffinity(0))
+    result = run(sandbox, data_dir, RESET_AFFINITY, dataclasses.replace(QUICK, cpus=(core,), time_s=20))
+    assert result.exit_code == 0, result.output
+    assert f"CPUS [{core}]" in result.output, result.output
+    busy, wall = (float(x) for x in result.output.split("BUSY")[1].split()[::2])
+    # Two busy processes on one core use at most that core's time (with a little slack for accounting).
+    assert busy <= wall * 1.2 + 0.1, result.output
+
+
+def test_shared_memory_is_size_capped(isolated: Sandbox, data_dir: Path) -> None:
+    code = "import os\nfs = os.statvfs('/dev/shm')\nprint('SHM', fs.f_blocks * fs.f_frsize)\n"
+    result = run(isolated, data_dir, code)
+    assert result.exit_code == 0, result.output
+    assert 0 < int(result.output.split("SHM")[1].split()[0]) <= QUICK.tmp_bytes
+
+
 def test_crash_is_the_scripts_outcome(sandbox: Sandbox, data_dir: Path) -> None:
     result = run(sandbox, data_dir, "print('before')\n1 / 0\n")
     assert result.exit_code not in (0, None)
@@ -979,3 +1021,31 @@ def test_an_interpreter_without_the_packages_is_named_with_the_fix() -> None:
     with pytest.warns(MissingPackagesWarning, match=r"lacks numpy.*pip install -r .*requirements.txt"):
         env = box.environment()
     assert "numpy" not in env.packages and env.python.startswith("3.")
+
+
+def test_only_the_leased_gpus_device_nodes_are_bound(tmp_path: Path) -> None:
+    from pytest_weirdml.sandbox.local import gpu_device_nodes
+
+    for name in ("nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"):
+        (tmp_path / name).touch()
+    (tmp_path / "nvidia-caps").mkdir()
+    names = [p.name for p in gpu_device_nodes("2", tmp_path)]
+    assert names == ["nvidia2", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-caps"]
+    # A GPU the harness knows only by UUID: the node's number is unknown, every node is bound.
+    assert len(gpu_device_nodes("GPU-1234", tmp_path)) == 8
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/nvidia0"), reason="no NVIDIA GPU here")
+def test_a_script_sees_only_its_gpus_device_node() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        box = LocalSandbox()
+    if not box.isolated:
+        pytest.skip("needs bubblewrap")
+    import tempfile
+
+    data = Path(tempfile.mkdtemp())
+    code = "import os\nprint('DEV', sorted(n for n in os.listdir('/dev') if n.startswith('nvidia')))\n"
+    result = box.run(code, data, QUICK, gpu="0")
+    nodes = result.output.split("DEV", 1)[1]
+    assert "'nvidia0'" in nodes and "'nvidia1'" not in nodes, result.output

@@ -11,8 +11,11 @@ no host home, no cache holding the hidden answers, no host processes. The plain 
 isolated (it can read and write what the user can) and says so once.
 
 Either way each run gets its own cgroup where the host lets us make one: a hard cap on processes
-and memory, and at the end every process the script started dies, including those that left its
-session. Without writable cgroups the limits fall back to rlimits, with a warning.
+and memory, its leased cores as a cpuset (or a CPU quota), and at the end every process the
+script started dies, including those that left its session. Without writable cgroups the limits
+fall back to rlimits and the cores to CPU affinity (which a script can widen), with a warning.
+Under bubblewrap ``/dev/shm`` is a tmpfs as small as ``/tmp``, and a GPU run sees only its own
+GPU's device node (``gpu_device_nodes``) beside the driver's control nodes.
 """
 
 from __future__ import annotations
@@ -190,6 +193,8 @@ class LocalSandbox(Sandbox):
             if os.path.exists(etc):
                 cmd += ["--ro-bind", etc, etc]
         cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+        # Shared memory is memory too: as small as the private /tmp.
+        cmd += ["--size", str(limits.tmp_bytes), "--tmpfs", "/dev/shm"]
         for prefix in self._binds:
             cmd += ["--ro-bind", prefix, prefix]
         # Packages installed beside the interpreter but not on its path stay out of reach.
@@ -197,7 +202,8 @@ class LocalSandbox(Sandbox):
             cmd += ["--tmpfs", hidden, "--remount-ro", hidden]
         if gpu is not None:
             cmd += ["--ro-bind", "/sys", "/sys"]
-            for dev in sorted(Path("/dev").glob("nvidia*")):
+            # The leased GPU's node and the driver's control nodes: never another GPU's.
+            for dev in gpu_device_nodes(gpu):
                 cmd += ["--dev-bind", str(dev), str(dev)]
         # The working directory is read-only: results/ (size-capped) is the one host directory written.
         cmd += ["--ro-bind", str(work.path), SANDBOX_ROOT, "--bind", str(work.results), f"{SANDBOX_ROOT}/results"]
@@ -257,6 +263,8 @@ class LocalSandbox(Sandbox):
         if self.cgroups:
             try:
                 cgroup = RunCgroup.create(max_processes=limits.max_processes, memory_bytes=limits.memory_bytes)
+                # Affinity alone is the script's to widen; the cgroup is not.
+                cgroup.bind_cpus(limits.cpus)
             except CgroupUnavailable as exc:
                 raise SandboxError(f"could not create the run's cgroup: {exc}") from exc
         try:
@@ -353,6 +361,20 @@ class LocalSandbox(Sandbox):
                 )
             self._environment = probe_environment(self, fix=fix)
         return self._environment
+
+
+# The driver's nodes every CUDA process opens, whichever GPU it uses.
+GPU_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+
+
+def gpu_device_nodes(gpu: str, dev: Path = Path("/dev")) -> list[Path]:
+    """The device nodes a script leased ``gpu`` (an index) may open: ``/dev/nvidia<index>``, the
+    control nodes and ``nvidia-caps``; a GPU named otherwise (a UUID) gets every node, as the
+    index of its node is unknown."""
+    if not gpu.isdigit():
+        return sorted(dev.glob("nvidia*"))
+    wanted = [dev / f"nvidia{int(gpu)}", *(dev / name for name in GPU_CONTROL_NODES), dev / "nvidia-caps"]
+    return [path for path in wanted if path.exists()]
 
 
 def _wait(proc: subprocess.Popen[bytes], time_s: float, watch: RunDir | None) -> tuple[bool, bool]:
