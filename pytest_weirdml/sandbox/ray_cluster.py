@@ -6,7 +6,9 @@ places it. The session's xdist workers keep calling the models and scoring.
 
 - **Data:** the public files go to a node once per data identity (a hash of their content),
   through Ray's object store, into a cache on the node (``$WEIRDML_RAY_CACHE``, else
-  ``/tmp/weirdml-ray``, one directory per node). The hidden answers never leave this machine:
+  ``/tmp/weirdml-ray-<uid>``, one directory per node). The cache must be a private directory
+  (owned by the session's user, mode 0700, not a link), or it is refused: on a shared ``/tmp``
+  another user could otherwise plant the data a script reads. The hidden answers never leave this machine:
   scoring stays here, and a node returns the ``ExecResult`` with its predictions (capped).
 - **Where:** each result names the node that ran it, and each GPU's busy interval is appended to
   the session's ``leases.jsonl`` like a local lease.
@@ -20,11 +22,13 @@ an interpreter with the sandbox's packages for local.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import shutil
 import socket
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -280,7 +284,17 @@ def _node() -> tuple[str, str]:
 
 
 def node_cache(node_id: str) -> Path:
-    return Path(os.environ.get(NODE_CACHE_ENV) or Path(tempfile.gettempdir()) / "weirdml-ray") / node_id[:16]
+    """This node's cache directory, inside a private root (made 0700, or checked to be)."""
+    root = Path(os.environ.get(NODE_CACHE_ENV) or Path(tempfile.gettempdir()) / f"weirdml-ray-{os.getuid()}")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(root, 0o700)
+    info = os.lstat(root)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
+        raise SandboxError(
+            f"the Ray node cache {root} is not a private directory (a directory owned by uid {os.getuid()}, "
+            f"mode 0700, not a link); remove it, or point ${NODE_CACHE_ENV} at a private directory"
+        )
+    return root / "".join(c for c in node_id[:16] if c.isalnum())
 
 
 def _node_data(node_id: str, key: str, box: list[Any]) -> Path:
@@ -289,16 +303,18 @@ def _node_data(node_id: str, key: str, box: list[Any]) -> Path:
 
     root = node_cache(node_id) / "data"
     final = root / key
-    if final.is_dir():
+    if _real_dir(final):
         return final
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(final) + ".lock"):
-        if final.is_dir():
+        if _real_dir(final):
             return final
         files: dict[str, bytes] = ray.get(box[0])
         staging = root / f".{key}.tmp-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         for name, content in files.items():
+            if Path(name).is_absolute() or ".." in Path(name).parts:
+                raise SandboxError(f"a public file named {name!r} would leave the node's cache")
             path = staging / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
@@ -309,6 +325,14 @@ def _node_data(node_id: str, key: str, box: list[Any]) -> Path:
         staging.chmod(0o555)
         os.rename(staging, final)
     return final
+
+
+def _real_dir(path: Path) -> bool:
+    """A directory, not a link to one (a link in the cache is never followed)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def _node_gpu_count(node_id: str) -> int:
