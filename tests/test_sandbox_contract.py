@@ -1024,7 +1024,7 @@ def test_an_interpreter_without_the_packages_is_named_with_the_fix() -> None:
 
 
 def test_only_the_leased_gpus_device_nodes_are_bound(tmp_path: Path) -> None:
-    from pytest_weirdml.sandbox.local import gpu_device_nodes
+    from pytest_weirdml.sandbox.leases import gpu_device_nodes
 
     for name in ("nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"):
         (tmp_path / name).touch()

@@ -49,6 +49,7 @@ from pytest_weirdml.sandbox._cgroup import CgroupUnavailable, RunCgroup, cgroups
 from pytest_weirdml.sandbox._output import CappedOutput, capture_note
 from pytest_weirdml.sandbox._workdir import RunDir, tmpfs_usable, warn_if_uncapped
 from pytest_weirdml.sandbox._workdir import remove_stale as remove_stale_run_dirs
+from pytest_weirdml.sandbox.leases import gpu_device_nodes
 from pytest_weirdml.sandbox.probe import MissingPackagesWarning, probe_environment
 
 SANDBOX_ROOT = "/sandbox"
@@ -361,20 +362,6 @@ class LocalSandbox(Sandbox):
                 )
             self._environment = probe_environment(self, fix=fix)
         return self._environment
-
-
-# The driver's nodes every CUDA process opens, whichever GPU it uses.
-GPU_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
-
-
-def gpu_device_nodes(gpu: str, dev: Path = Path("/dev")) -> list[Path]:
-    """The device nodes a script leased ``gpu`` (an index) may open: ``/dev/nvidia<index>``, the
-    control nodes and ``nvidia-caps``; a GPU named otherwise (a UUID) gets every node, as the
-    index of its node is unknown."""
-    if not gpu.isdigit():
-        return sorted(dev.glob("nvidia*"))
-    wanted = [dev / f"nvidia{int(gpu)}", *(dev / name for name in GPU_CONTROL_NODES), dev / "nvidia-caps"]
-    return [path for path in wanted if path.exists()]
 
 
 def _wait(proc: subprocess.Popen[bytes], time_s: float, watch: RunDir | None) -> tuple[bool, bool]:
