@@ -16,6 +16,7 @@ import pytest
 from pytest_weirdml import models
 from pytest_weirdml.isolation import local_refusal
 from pytest_weirdml.models import Catalog
+from pytest_weirdml.models.queue import DEFAULT_TIMEOUT_S as DEFAULT_ANSWER_TIMEOUT_S
 from pytest_weirdml.protocol import PROTOCOLS, PUBLISHED
 from pytest_weirdml.sandbox import RESULTS_CAP_BYTES, leases, size_text
 from pytest_weirdml.sandbox.choose import sandbox_names
@@ -47,6 +48,19 @@ def _seconds(text: str) -> float:
     if not 1.0 <= value <= MAX_TIME_LIMIT_S:
         raise argparse.ArgumentTypeError(
             f"--weirdml-time-limit must be seconds between 1 and {MAX_TIME_LIMIT_S:.0f}, got {text!r}"
+        )
+    return value
+
+
+def _answer_timeout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    # nan never fires and inf is no timeout: a finite wait is what catches a dead answerer.
+    if not 0.0 < value <= 30 * 86400:
+        raise argparse.ArgumentTypeError(
+            f"--weirdml-answer-timeout must be seconds, above 0 and at most 30 days, got {text!r}"
         )
     return value
 
@@ -145,6 +159,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         metavar="NAME[,NAME]",
         help="model(s) to benchmark, comma-separated or repeated: reference, baseline, replay:PATH, "
+        "queue:DIR (an outside program answers request files in DIR), human (a person answers), "
         "an alias from the models config (claude, gpt, gemini, ...) or PROVIDER:MODEL-ID with PROVIDER "
         "one of anthropic, openai, google, openai-compatible. Default: none (task items are skipped).",
     )
@@ -387,6 +402,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="a published WeirdML results CSV (leaderboard.csv) whose rows the HTML report draws beside "
         "this session's models (default: none).",
     )
+    group.addoption(
+        "--weirdml-answer-timeout",
+        dest="weirdml_answer_timeout",
+        type=_answer_timeout,
+        default=DEFAULT_ANSWER_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long the human and queue:DIR models wait for each answer before the run ends in an "
+        f"infrastructure error (default: {DEFAULT_ANSWER_TIMEOUT_S:.0f}, eight hours).",
+    )
     parser.addini("weirdml_runs", "default for --weirdml-runs", default="5")
     parser.addini("weirdml_sandbox", "default for --weirdml-sandbox", default="local")
     parser.addini("weirdml_protocol", "default for --weirdml-protocol", default=PUBLISHED)
@@ -430,6 +454,7 @@ class Settings:
     results_bytes: int = RESULTS_CAP_BYTES
     cores_per_script: int | None = None
     ray: str | None = None
+    answer_timeout_s: float = DEFAULT_ANSWER_TIMEOUT_S
 
     @property
     def session_dir(self) -> Path:
@@ -565,6 +590,7 @@ def settings_from(
         allow_unisolated=opt.weirdml_allow_unisolated,
         cores_per_script=opt.weirdml_cores_per_script,
         ray=ray,
+        answer_timeout_s=opt.weirdml_answer_timeout,
     )
 
 

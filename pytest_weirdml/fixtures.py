@@ -69,7 +69,12 @@ def weirdml_case() -> Case:
 
 @pytest.fixture
 def weirdml_model(weirdml_case: Case, weirdml_settings: Settings) -> Iterator[models.Model]:
-    model = models.resolve(weirdml_case.model, weirdml_settings.catalog, cache=weirdml_settings.cache_dir)
+    model = models.resolve(
+        weirdml_case.model,
+        weirdml_settings.catalog,
+        cache=weirdml_settings.cache_dir,
+        answer_timeout_s=weirdml_settings.answer_timeout_s,
+    )
     yield model
     model.close()
 

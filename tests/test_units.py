@@ -290,3 +290,14 @@ def test_every_known_secret_is_redacted(monkeypatch: pytest.MonkeyPatch) -> None
         "error": "HTTP 401: [redacted]",
         "attempt": 2,
     }
+
+
+def test_who_may_run_unisolated() -> None:
+    from pytest_weirdml.isolation import unisolated_refusal
+
+    for offline in ("reference", "baseline", "replay:answers.json", "human"):
+        assert unisolated_refusal((offline,), "no bwrap") is None
+    refusal = unisolated_refusal(("reference", "queue:inbox"), "no bwrap")
+    assert refusal is not None and refusal.startswith("--weirdml-model=queue:inbox is answered by an outside agent")
+    refusal = unisolated_refusal(("anthropic:claude-x",), "no bwrap")
+    assert refusal is not None and "calls a provider" in refusal and "--weirdml-allow-unisolated" in refusal
