@@ -301,3 +301,9 @@ def test_who_may_run_unisolated() -> None:
     assert refusal is not None and refusal.startswith("--weirdml-model=queue:inbox is answered by an outside agent")
     refusal = unisolated_refusal(("anthropic:claude-x",), "no bwrap")
     assert refusal is not None and "calls a provider" in refusal and "--weirdml-allow-unisolated" in refusal
+
+
+def test_a_task_name_is_a_safe_name(tmp_path: Path) -> None:
+    task = write_tiny_task(tmp_path, name="odd name")
+    with pytest.raises(TaskError, match="a task name holds letters, digits"):
+        load_task(task)
