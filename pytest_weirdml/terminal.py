@@ -31,6 +31,7 @@ def header_lines(settings: Settings, workers: int) -> list[str]:
         f"weirdml: pytest-weirdml {__version__}, protocol {settings.protocol} (docs/protocol.md), data seed {seed}"
     ]
     names = []
+    servers = []
     for name in settings.models:
         if name.partition(":")[0] in ("queue", "human"):
             names.append(f"{name} (answered through files, waiting up to {settings.answer_timeout_s:g} s per answer)")
@@ -42,10 +43,13 @@ def header_lines(settings: Settings, workers: int) -> list[str]:
         alias = f"{name} = {config.spec}" if name != config.spec else name
         # The retirement itself is said once, as a warning (plugin.ModelDeprecatedWarning).
         retiring = ", deprecated" if any(config.spec in note for note in settings.model_notes) else ""
+        names.append(f"{alias} ({config.price_text()}{retiring})")
         # A project's config may point a provider at another server: the header says which.
-        server = f", server {_shown_url(config.base_url)}" if config.base_url else ""
-        names.append(f"{alias} ({config.price_text()}{retiring}{server})")
+        if config.base_url:
+            servers.append(f"{name} at {_shown_url(config.base_url)}")
     lines.append(f"weirdml models: {'; '.join(names) if names else 'none (pass --weirdml-model=NAME)'}")
+    if servers:
+        lines.append(f"weirdml servers: {'; '.join(servers)}")
     if settings.sandbox == "local":
         own = f"the sandbox's own environment ({sandbox_venv.env_dir()})"
         where = f"local, scripts run by {settings.python or own}"

@@ -435,7 +435,8 @@ def test_a_provider_model_never_runs_unisolated_unless_allowed(
     allowed.assert_outcomes(passed=1)
     allowed.stdout.fnmatch_lines(
         [
-            f"weirdml models: openai-compatible:tiny-llm (*, server {server.base_url})",
+            "weirdml models: openai-compatible:tiny-llm (*)",
+            f"weirdml servers: openai-compatible:tiny-llm at {server.base_url}",
             "weirdml sandbox: local, *",
             "weirdml isolation: none (bwrap cannot create namespaces here*",
             "isolation: none",

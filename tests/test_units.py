@@ -307,3 +307,10 @@ def test_a_task_name_is_a_safe_name(tmp_path: Path) -> None:
     task = write_tiny_task(tmp_path, name="odd name")
     with pytest.raises(TaskError, match="a task name holds letters, digits"):
         load_task(task)
+
+
+def test_the_header_shows_a_server_without_its_credentials() -> None:
+    from pytest_weirdml.terminal import _shown_url
+
+    assert _shown_url("https://alice:s3cret@llm.example:8443/v1") == "https://llm.example:8443/v1"
+    assert _shown_url("http://127.0.0.1:8000/v1\x1b[2J") == "http://127.0.0.1:8000/v1"
