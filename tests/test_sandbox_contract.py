@@ -27,7 +27,7 @@ import pytest
 from pytest_weirdml.errors import SandboxError
 from pytest_weirdml.loop import judge
 from pytest_weirdml.sandbox import ExecResult, Limits, Sandbox, requirement_pins
-from pytest_weirdml.sandbox._workdir import tmpfs_usable
+from pytest_weirdml.sandbox._workdir import LeftoverWarning, tmpfs_usable
 from pytest_weirdml.sandbox.docker import DockerSandbox
 from pytest_weirdml.sandbox.local import LocalSandbox, NotIsolatedWarning
 from pytest_weirdml.tasks import score_predictions
@@ -693,7 +693,7 @@ def test_a_tree_deeper_than_the_recursion_limit_is_removed(backend: str, capped:
     with opened(backend, capped=capped) as box:
         before = _run_dirs()
         with warnings.catch_warnings():
-            warnings.simplefilter("error")  # a run directory left aside would warn
+            warnings.simplefilter("error", LeftoverWarning)  # a run directory left aside would warn
             # Each directory takes a block on a disk: room for 2000 of them.
             result = run(box, data_dir, DEEP_TREE, dataclasses.replace(QUICK, time_s=30, results_bytes=64 << 20))
         assert result.exit_code == 0 and "DEPTH 2000" in result.output, result
