@@ -637,3 +637,42 @@ def test_a_baseline_name_that_would_drive_the_terminal_is_refused(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "\x1b[2J" not in result.stdout.str() + result.stderr.str()
     result.stderr.fnmatch_lines(["*--weirdml-baseline: *sent.json: model name 'm\\x1b[[]2J' holds characters*"])
+
+
+def test_what_the_harness_raises_on_a_script_is_its_zero_and_a_dead_backend_is_an_error(tmp_path: Path) -> None:
+    """A backend of one's own (as a conftest registers it): an exception while it handles a script
+    is that submission's zero; a ``SandboxError`` (the backend itself broke) ends the run."""
+    from pytest_weirdml.errors import SandboxError
+    from pytest_weirdml.loop import LoopSettings, run_task
+    from pytest_weirdml.models.offline import ReplayModel
+    from pytest_weirdml.sandbox import Environment, ExecResult, Limits, Sandbox
+    from pytest_weirdml.tasks import build_data, load_task
+
+    class Picky(Sandbox):
+        name = "picky"
+        isolated = True
+
+        def run(self, code: str, data_dir: Path, limits: Limits, gpu: str | None = None) -> ExecResult:
+            if "BOOM" in code:
+                raise RecursionError("maximum recursion depth exceeded")
+            if "DEAD" in code:
+                raise SandboxError("the backend's daemon went away")
+            return ExecResult(0, False, 0.1, "ok", 2, b"\n".join(b"0" for _ in range(100)))
+
+        def environment(self) -> Environment:
+            return Environment(python="3.11")
+
+    spec = load_task(write_tiny_task(tmp_path, iterations=3))
+    data = build_data(spec, tmp_path / "cache")
+    replay = write_replay(tmp_path / "r.json", ["print('BOOM')", "print('fine')", "print('DEAD')"])
+    seen: list[object] = []
+    settings = LoopSettings(limits=Limits(time_s=5))
+    with pytest.raises(SandboxError, match="daemon went away"):
+        run_task(spec, data, ReplayModel(str(replay)), Picky(), run=0, settings=settings, on_iteration=seen.append)
+    boom, fine = seen
+    assert boom.score == 0.0  # type: ignore[attr-defined]
+    assert boom.zero_reason == (  # type: ignore[attr-defined]
+        "the harness could not handle this script (RecursionError: maximum recursion depth exceeded)"
+    )
+    assert fine.zero_reason is None and "RecursionError" in fine.prompt  # type: ignore[attr-defined]
+    assert fine.isolation == "picky"  # type: ignore[attr-defined]
