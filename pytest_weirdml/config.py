@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_weirdml import models
+from pytest_weirdml import budget, models
 from pytest_weirdml.isolation import local_refusal
 from pytest_weirdml.models import Catalog
 from pytest_weirdml.models.queue import DEFAULT_TIMEOUT_S as DEFAULT_ANSWER_TIMEOUT_S
@@ -106,6 +106,18 @@ def _margin(text: str) -> float:
     if not 0.0 <= value < 1.0:
         raise argparse.ArgumentTypeError(
             f"--weirdml-regression-margin must be an accuracy difference in [0, 1), got {text!r}"
+        )
+    return value
+
+
+def _usd(text: str) -> float:
+    try:
+        value = float(text.strip().lstrip("$"))
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(
+            f"--weirdml-max-cost must be US dollars above 0, such as 25 or 2.50, got {text!r}"
         )
     return value
 
@@ -380,6 +392,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "config: 64000 anthropic, 128000 openai, 65536 google; openai-compatible: the server's own limit, else 8192).",
     )
     group.addoption(
+        "--weirdml-max-cost",
+        dest="weirdml_max_cost",
+        type=_usd,
+        default=None,
+        metavar="USD",
+        help="a budget guard: start no new run once the session's API spending reaches USD (runs in flight "
+        "finish; the summary lists the items not run); every model needs its prices in the models config "
+        "(default: no cap).",
+    )
+    group.addoption(
         "--weirdml-cache",
         dest="weirdml_cache",
         action="store_true",
@@ -454,6 +476,7 @@ class Settings:
     results_bytes: int = RESULTS_CAP_BYTES
     cores_per_script: int | None = None
     ray: str | None = None
+    max_cost: float | None = None
     answer_timeout_s: float = DEFAULT_ANSWER_TIMEOUT_S
 
     @property
@@ -560,6 +583,11 @@ def settings_from(
         refusal = local_refusal(names)
         if refusal is not None:
             raise pytest.UsageError(refusal)
+    if opt.weirdml_max_cost is not None:
+        try:
+            budget.check_prices(names, catalog, opt.weirdml_max_cost)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
     return Settings(
         models=names,
         model_notes=notes,
@@ -590,6 +618,7 @@ def settings_from(
         allow_unisolated=opt.weirdml_allow_unisolated,
         cores_per_script=opt.weirdml_cores_per_script,
         ray=ray,
+        max_cost=opt.weirdml_max_cost,
         answer_timeout_s=opt.weirdml_answer_timeout,
     )
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pytest
 
 from pytest_weirdml import models
+from pytest_weirdml.activity import Board
 from pytest_weirdml.config import Settings
 from pytest_weirdml.errors import DataUnavailable, HarnessError, SandboxError, TaskError
 from pytest_weirdml.items import task_of
@@ -28,6 +29,8 @@ from pytest_weirdml.session import SessionDir
 from pytest_weirdml.tasks import TaskData, TaskSpec, build_data
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
+# What this process's runs in flight are doing (the status line's source).
+BOARD_KEY = pytest.StashKey[Board]()
 # The model name an item's iterations are recorded under (a conftest's own client names itself).
 MODEL_NAME_KEY = pytest.StashKey[str]()
 
@@ -93,9 +96,17 @@ def weirdml_sandbox(pytestconfig: pytest.Config, weirdml_settings: Settings) -> 
 
 
 @pytest.fixture
-def weirdml_data(weirdml_task: TaskSpec, weirdml_settings: Settings) -> TaskData:
+def weirdml_data(request: pytest.FixtureRequest, weirdml_task: TaskSpec, weirdml_settings: Settings) -> TaskData:
+    board = request.config.stash.get(BOARD_KEY, None)
+    item = request.node
+
+    def announce(what: str) -> None:
+        if board is not None:
+            board.set(item.nodeid, item.name, what)
+            board.say(what)
+
     try:
-        return build_data(weirdml_task, weirdml_settings.data_cache, weirdml_settings.data_seed)
+        return build_data(weirdml_task, weirdml_settings.data_cache, weirdml_settings.data_seed, on_build=announce)
     except DataUnavailable as exc:
         pytest.skip(f"{weirdml_task.name}: data unavailable: {exc}")
     except TaskError as exc:
@@ -133,6 +144,12 @@ def weirdml_run(
         weirdml_store.append(record)
         hook.pytest_weirdml_iteration(item=item, record=record)
 
+    board = request.config.stash.get(BOARD_KEY, None)
+
+    def on_phase(what: str) -> None:
+        if board is not None:
+            board.set(item.nodeid, item.name, what)
+
     # The GPU and the cores are leased per execution by the sandbox (sandbox/scale.py).
     settings = LoopSettings(
         iterations=weirdml_settings.iterations,
@@ -150,6 +167,7 @@ def weirdml_run(
             run=weirdml_case.run,
             settings=settings,
             on_iteration=on_iteration,
+            on_phase=on_phase,
             finished=(
                 weirdml_store.finished(weirdml_task.name, weirdml_model.name, weirdml_case.run)
                 if weirdml_settings.resume

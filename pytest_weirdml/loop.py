@@ -1,7 +1,8 @@
 """The feedback loop of one run, free of pytest: ask, extract, run, score, feed back.
 
 ``run_task`` drives up to N submissions. Each finished iteration goes to ``on_iteration`` at
-once (the record store), so a run killed midway keeps what it finished.
+once (the record store), so a run killed midway keeps what it finished; ``on_phase`` hears
+what the run is doing (waiting for the model, running the script), for the status line.
 
 The model owns its output: whatever goes wrong with what it sent (no script, a script that is not
 valid Unicode, a crash, a timeout, a bad predictions file, anything the harness raises while
@@ -12,6 +13,7 @@ backend, a Ray node) ends the run with that exception; the model is never scored
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -128,6 +130,7 @@ def run_task(
     settings: LoopSettings = LoopSettings(),
     on_iteration: Callable[[IterationRecord], None] = lambda record: None,
     finished: Sequence[IterationRecord] = (),
+    on_phase: Callable[[str], None] = lambda what: None,
 ) -> RunRecord:
     """Drive the run; ``finished`` iterations (from a resumed session) are replayed into the
     conversation instead of being asked and run again."""
@@ -153,8 +156,12 @@ def run_task(
     for iteration in range(len(record.iterations) + 1, iterations + 1):
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
         clock = time.monotonic()
+        on_phase(f"waiting for {model.waiting_for} (iteration {iteration})")
         response = model.generate(Request(messages=tuple(messages), task=task, run=run, iteration=iteration))
-        code, result, score = submit(response.text, response.usage, sandbox, data, limits, settings.gpu, answers)
+        running = functools.partial(on_phase, f"running the script (iteration {iteration})")
+        code, result, score = submit(
+            response.text, response.usage, sandbox, data, limits, settings.gpu, answers, running
+        )
         best = max(best, score.accuracy)
         # Every text below goes to the records, the reports, the terminal or the next prompt.
         item = IterationRecord(
@@ -205,6 +212,7 @@ def submit(
     limits: Limits,
     gpu: str | None,
     answers: np.ndarray,
+    starting: Callable[[], None] = lambda: None,
 ) -> tuple[str | None, ExecResult | None, Score]:
     """Extract the answer's script, run it and score it: (code, result, score). Everything that
     fails here because of what the model sent is its zero; a ``WeirdMLError`` (the sandbox or
@@ -215,6 +223,7 @@ def submit(
     invalid = lone_surrogate(code)
     if invalid is not None:
         return code, None, Score(0.0, f"the script was not run: it holds {invalid}; write it as plain UTF-8 text")
+    starting()
     try:
         result = sandbox.run(code, data.public_dir, limits, gpu=gpu)
         # Redacted before any cut (the protocol keeps a head and a tail of the output).

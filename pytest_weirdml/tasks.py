@@ -9,6 +9,7 @@ beside, never inside, the public directory that a sandbox gets to see.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import io
@@ -17,6 +18,7 @@ import math
 import os
 import shutil
 import sys
+import time
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -238,9 +240,13 @@ class TaskData:
         return np.load(self.answers_path, allow_pickle=False)
 
 
-def build_data(spec: TaskSpec, cache_root: Path, seed: int | None = None) -> TaskData:
+def build_data(
+    spec: TaskSpec, cache_root: Path, seed: int | None = None, *, on_build: Callable[[str], None] | None = None
+) -> TaskData:
     """Return the task's data for ``seed`` (the task's own when ``None``), building it once per
-    data identity; safe across processes."""
+    data identity; safe across processes. ``on_build`` hears, before a build starts, what is
+    built and how long the task's last build took (``building chess_winners data (seed 0),
+    about a minute``)."""
     seed = spec.seed if seed is None else seed
     task_cache = cache_root / spec.name
     task_cache.mkdir(parents=True, exist_ok=True)
@@ -250,14 +256,37 @@ def build_data(spec: TaskSpec, cache_root: Path, seed: int | None = None) -> Tas
     with FileLock(str(final) + ".lock"):
         if final.is_dir():
             return TaskData(final, seed)
+        if on_build is not None:
+            on_build(build_note(spec, seed, task_cache))
         staging = task_cache / f".{final.name}.tmp-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
+        clock = time.monotonic()
         try:
             _build_into(spec, staging, seed)
             os.rename(staging, final)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            (task_cache / BUILD_TIME_FILE).write_text(f"{time.monotonic() - clock:.1f}\n")
     return TaskData(final, seed)
+
+
+# How long the task's last build took, beside its builds in the cache: the next build's estimate.
+BUILD_TIME_FILE = "last_build_s.txt"
+
+
+def build_note(spec: TaskSpec, seed: int, task_cache: Path) -> str:
+    """``building NAME data (seed N)``, with the last build's time when the cache knows it."""
+    note = f"building {spec.name} data (seed {seed})"
+    try:
+        seconds = float((task_cache / BUILD_TIME_FILE).read_text())
+    except (OSError, ValueError):
+        return note
+    if not math.isfinite(seconds) or seconds < 0:
+        return note
+    if seconds < 45:
+        return f"{note}, about {max(1, round(seconds))} s"
+    return f"{note}, about a minute" if seconds < 90 else f"{note}, about {round(seconds / 60)} minutes"
 
 
 def _build_into(spec: TaskSpec, root: Path, seed: int) -> None:

@@ -16,8 +16,9 @@ from helpers import GOOD_SCRIPT, read_iterations, session_dir, write_replay, wri
 
 from pytest_weirdml.errors import SandboxError
 from pytest_weirdml.sandbox import Limits
+from pytest_weirdml.sandbox.local import bwrap_works
 from pytest_weirdml.sandbox.pool import overlapping, read_leases
-from pytest_weirdml.sandbox.ray_cluster import NODE_CACHE_ENV, RaySandbox
+from pytest_weirdml.sandbox.ray_cluster import NODE_CACHE_ENV, RaySandbox, node_cache
 from pytest_weirdml.tasks import build_data, load_task
 
 ray = pytest.importorskip("ray", reason="the Ray tests need Ray: pip install 'pytest-weirdml[ray]'")
@@ -130,6 +131,21 @@ def _wait_for(condition: Any, what: str, timeout: float = 120) -> None:
         time.sleep(0.1)
 
 
+def _script_runs_with(data: Path) -> bool:
+    """Whether a sandboxed script runs with this node's copy of the data: the bubblewrap command
+    binds it (without bubblewrap, whether the copy is there)."""
+    if not bwrap_works()[0]:
+        return any(data.glob("data/*"))
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"solution.py" in argv and any(arg.startswith(bytes(data)) for arg in argv):
+            return True
+    return False
+
+
 def test_a_node_killed_mid_execution_is_an_infrastructure_error_and_the_run_goes_on(
     pytester: pytest.Pytester, tiny: Path, cluster: Cluster, ray_args: list[str]
 ) -> None:
@@ -145,8 +161,9 @@ def test_a_node_killed_mid_execution_is_an_infrastructure_error_and_the_run_goes
     command += ["--weirdml-iterations=1", "-p", "no:xdist"]
     session = subprocess.Popen(command, cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        _wait_for(lambda: _free_gpus() == 0, "the script to start on the victim node")
-        time.sleep(1.0)
+        # Killed once its script runs there: never before the execution reached it (Ray's view of
+        # free GPUs lags), nor after the script ended.
+        _wait_for(lambda: _script_runs_with(node_cache(victim.node_id)), "the script to start on the victim node")
         cluster.remove_node(victim, allow_graceful=False)
         release.touch()
         out, _ = session.communicate(timeout=240)

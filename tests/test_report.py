@@ -259,7 +259,7 @@ def test_live_progress_reaches_the_controller_under_xdist(tmp_path: Path) -> Non
     assert len(progress) == 6 and all(line.startswith("weirdml tiny · ") for line in progress)
     pattern = (
         r"weirdml tiny · replay:answers.json · run \d · iteration \d: acc .* · best \d\.\d{4}"
-        r"( · script [\d.]+ s)? · \$0\.0000"
+        r"( · script [\d.]+ s)? · \$0\.0000 \[[0-2]/2\]"
     )
     assert all(re.fullmatch(pattern, line) for line in progress), progress
 
@@ -318,6 +318,7 @@ def test_quiet_keeps_one_line_per_model_and_verbose_adds_progression(
     quiet.assert_outcomes(passed=2)
     quiet.stdout.fnmatch_lines(["*weirdml summary*", "baseline: 0.450 [[]0.450, 0.450] over 1 task(s), 1 run(s)*"])
     quiet.stdout.no_fnmatch_line("weirdml tiny · *")  # no live progress under -q
+    quiet.stdout.fnmatch_lines(["weirdml status: 1/2 done · elapsed *", "weirdml status: 2/2 done · elapsed *"])
     quiet.stdout.no_fnmatch_line("task*model*runs*")
     verbose = pytester.runpytest("--weirdml-model=reference", "--weirdml-runs=1", "-v", *base_args)
     verbose.stdout.fnmatch_lines(
