@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
 
     compare = sub.add_parser(
         "compare",
-        help="compare finished sessions with a baseline; exit 1 on a regression",
+        help="compare finished sessions with a baseline; exit 1 on a regression or a model with unscored runs",
         description="Compare a session (or several, merged) with a baseline, as --weirdml-baseline does at the "
         "end of a session: exit 0 without regression, 1 with one, 2 when the comparison is refused or an input "
         "cannot be read.",
@@ -107,6 +107,8 @@ def _compare(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except (BaselineError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    for side, values in comparison.isolation.items():
+        print(f"isolation of the {side}: {', '.join(values) or '-'}")
     for line in table_lines(comparison.as_dict()["rows"]):
         print(line)
     for label, items in (
@@ -117,8 +119,12 @@ def _compare(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             print(f"{label} (not compared): {', '.join(items)}")
     for note in comparison.notes:
         print(f"note: {note}")
+    for model, n in comparison.incomplete.items():
+        print(f"incomplete: {model} has {n} run(s) that were not scored")
     if comparison.regressions:
         print(f"{len(comparison.regressions)} regression(s) against {args.baseline}")
+        return 1
+    if comparison.incomplete:
         return 1
     print(f"no regression against {args.baseline}")
     return 0
@@ -126,6 +132,7 @@ def _compare(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def _report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from pytest_weirdml.report.build import build_reports
+    from pytest_weirdml.untrusted import printable
 
     if args.bootstrap < 1:
         parser.error(f"--bootstrap must be at least 1, got {args.bootstrap}")
@@ -136,6 +143,11 @@ def _report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    isolation: dict[str, set[str]] = {}
+    for run in built.runs:
+        isolation.setdefault(run.session, set()).add(run.conditions()["isolation"])
+    for session, values in sorted(isolation.items()):
+        print(printable(f"isolation of {session}: {', '.join(sorted(values))}"))
     for kind, path in built.paths.items():
         print(f"{kind}: {path}")
     return 0

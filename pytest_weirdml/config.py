@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from pytest_weirdml import budget, models
+from pytest_weirdml.isolation import local_refusal
 from pytest_weirdml.models import Catalog
 from pytest_weirdml.models.queue import DEFAULT_TIMEOUT_S as DEFAULT_ANSWER_TIMEOUT_S
 from pytest_weirdml.protocol import PROTOCOLS, PUBLISHED
 from pytest_weirdml.sandbox import RESULTS_CAP_BYTES, leases, size_text
 from pytest_weirdml.sandbox.choose import sandbox_names
-from pytest_weirdml.session import RECORDS_FILE
+from pytest_weirdml.session import RECORDS_FILE, SessionDir
 
 
 def _positive_int(flag: str, *, allow_zero: bool = False):  # type: ignore[no-untyped-def]
@@ -204,8 +205,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="NAME",
         help="where scripts run: docker = a container from the sandbox image; local = bubblewrap, or a "
-        "plain subprocess with a warning when bubblewrap is missing; auto = docker when a daemon and the "
-        "image are there, else local with a warning (default: local, or ini weirdml_sandbox).",
+        "plain subprocess with a warning when bubblewrap is missing (offline models only, unless "
+        "--weirdml-allow-unisolated); auto = docker when a daemon and the image are there, else local with "
+        "a warning (default: local, or ini weirdml_sandbox).",
+    )
+    group.addoption(
+        "--weirdml-allow-unisolated",
+        dest="weirdml_allow_unisolated",
+        action="store_true",
+        default=False,
+        help="let a provider model's scripts run as plain subprocesses where bubblewrap is missing or "
+        "refused (they can read your files, the API keys in the harness's environment and the hidden "
+        "answers, and reach the network); every record then says isolation: none (default: refused).",
     )
     group.addoption(
         "--weirdml-protocol",
@@ -461,6 +472,7 @@ class Settings:
     save_baseline: Path | None = None
     regression_margin: float = 0.0
     baseline_force: bool = False
+    allow_unisolated: bool = False
     results_bytes: int = RESULTS_CAP_BYTES
     cores_per_script: int | None = None
     ray: str | None = None
@@ -542,6 +554,11 @@ def settings_from(
             raise pytest.UsageError(
                 f"--weirdml-resume: {previous} holds no {RECORDS_FILE}; pass a session directory under reports/"
             )
+        try:
+            # A records file is untrusted: a bad line stops the session here, naming it.
+            SessionDir(previous).read()
+        except (OSError, ValueError) as exc:
+            raise pytest.UsageError(f"--weirdml-resume: {exc}") from None
         reports, session, resume = previous.parent, previous.name, True
     if session_dir is not None:
         reports, session = session_dir.parent, session_dir.name
@@ -561,6 +578,11 @@ def settings_from(
         default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-weirdml" / "responses"
         responses = Path(opt.weirdml_cache_dir).expanduser() if opt.weirdml_cache_dir else default
     names, notes, caps = _models(opt.weirdml_models, catalog)
+    ray = (opt.weirdml_ray or config.getini("weirdml_ray") or "").strip() or None
+    if sandbox == "local" and not ray and not opt.weirdml_allow_unisolated:
+        refusal = local_refusal(names)
+        if refusal is not None:
+            raise pytest.UsageError(refusal)
     if opt.weirdml_max_cost is not None:
         try:
             budget.check_prices(names, catalog, opt.weirdml_max_cost)
@@ -593,8 +615,9 @@ def settings_from(
         save_baseline=_user_path(config, opt.weirdml_save_baseline),
         regression_margin=_regression_margin(config),
         baseline_force=opt.weirdml_baseline_force,
+        allow_unisolated=opt.weirdml_allow_unisolated,
         cores_per_script=opt.weirdml_cores_per_script,
-        ray=(opt.weirdml_ray or config.getini("weirdml_ray") or "").strip() or None,
+        ray=ray,
         max_cost=opt.weirdml_max_cost,
         answer_timeout_s=opt.weirdml_answer_timeout,
     )

@@ -2,26 +2,36 @@
 
 ``run_task`` drives up to N submissions. Each finished iteration goes to ``on_iteration`` at
 once (the record store), so a run killed midway keeps what it finished; ``on_phase`` hears
-what the run is doing (waiting for the model, running the script), for the status line. A model or sandbox
-failure (``HarnessError``) ends the run with that exception; the model is never scored for it.
+what the run is doing (waiting for the model, running the script), for the status line.
+
+The model owns its output: whatever goes wrong with what it sent (no script, a script that is not
+valid Unicode, a crash, a timeout, a bad predictions file, anything the harness raises while
+handling its script) scores 0 with a reason it reads, and the next iteration runs. Only a
+failure of the infrastructure (``HarnessError``: the provider after its retries, the sandbox
+backend, a Ray node) ends the run with that exception; the model is never scored for it.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+import numpy as np
+
 from pytest_weirdml import protocol as protocol_mod
-from pytest_weirdml.errors import HarnessError
+from pytest_weirdml.errors import HarnessError, WeirdMLError
 from pytest_weirdml.extract import extract_code
 from pytest_weirdml.models import Message, Model, Request
 from pytest_weirdml.protocol import PUBLISHED
 from pytest_weirdml.records import IterationRecord, RunRecord, Usage
 from pytest_weirdml.redact import redact, redact_optional
 from pytest_weirdml.sandbox import Environment, ExecResult, Limits, Sandbox, size_text
+from pytest_weirdml.sandbox._workdir import RESULTS_INODES
 from pytest_weirdml.tasks import Score, TaskData, TaskSpec, score_predictions
+from pytest_weirdml.untrusted import lone_surrogate, valid_unicode
 
 
 def system_prompt(
@@ -72,6 +82,12 @@ def judge(result: ExecResult, answers_score: Callable[[bytes | None], Score], li
     if result.exit_code != 0:
         if result.out_of_memory:
             return Score(0.0, f"killed: out of memory (limit {size_text(limits.memory_bytes)})")
+        if result.results_files_full:
+            return Score(
+                0.0,
+                f"results/ is full: a script may make at most {RESULTS_INODES} files there "
+                f"(the script ended with exit code {result.exit_code})",
+            )
         if result.results_full:
             return Score(
                 0.0,
@@ -129,7 +145,7 @@ def run_task(
     messages = [Message("system", system), Message("user", task.prompt)]
     record = RunRecord(task=task.name, model=model.name, run=run)
     best = 0.0
-    _check_resumable(finished, settings.protocol, data)
+    _check_resumable(finished, settings.protocol, data, iterations, time_limit)
     for done in finished[:iterations]:
         record.iterations.append(done)
         best = max(best, done.score)
@@ -142,14 +158,10 @@ def run_task(
         clock = time.monotonic()
         on_phase(f"waiting for {model.waiting_for} (iteration {iteration})")
         response = model.generate(Request(messages=tuple(messages), task=task, run=run, iteration=iteration))
-        code = extract_code(response.text)
-        result: ExecResult | None = None
-        if code is None:
-            score = Score(0.0, no_code_reason(response.usage))
-        else:
-            on_phase(f"running the script (iteration {iteration})")
-            result = sandbox.run(code, data.public_dir, limits, gpu=settings.gpu)
-            score = judge(result, lambda content: score_predictions(content, answers, cap=limits.results_bytes), limits)
+        running = functools.partial(on_phase, f"running the script (iteration {iteration})")
+        code, result, score = submit(
+            response.text, response.usage, sandbox, data, limits, settings.gpu, answers, running
+        )
         best = max(best, score.accuracy)
         # Every text below goes to the records, the reports, the terminal or the next prompt.
         item = IterationRecord(
@@ -158,8 +170,8 @@ def run_task(
             run=run,
             iteration=iteration,
             prompt=redact(messages[-1].content),
-            response=redact(response.text),
-            code=redact_optional(code),
+            response=redact(valid_unicode(response.text)),
+            code=redact_optional(None if code is None else valid_unicode(code)),
             output=redact(script_output(result)) if result else "",
             output_bytes=result.output_bytes if result else 0,
             exit_code=result.exit_code if result else None,
@@ -171,6 +183,7 @@ def run_task(
             started_at=started_at,
             wall_s=time.monotonic() - clock,
             sandbox=sandbox.name,
+            isolation=(result.isolation if result else "") or sandbox.isolation,
             node=result.node if result else "",
             session=settings.session,
             protocol=settings.protocol,
@@ -185,17 +198,59 @@ def run_task(
         )
         record.iterations.append(item)
         on_iteration(item)
-        messages.append(Message("assistant", response.text))
+        messages.append(Message("assistant", valid_unicode(response.text)))
         said = outcome(iteration, result, score)
         feedback = protocol_mod.feedback(settings.protocol, said, iterations=iterations, best=best)
         messages.append(Message("user", redact(feedback)))
     return record
 
 
-def _check_resumable(finished: Sequence[IterationRecord], protocol: str, data: TaskData) -> None:
-    """A resumed run continues only under the protocol and on the data it started with."""
+def submit(
+    text: str,
+    usage: Usage,
+    sandbox: Sandbox,
+    data: TaskData,
+    limits: Limits,
+    gpu: str | None,
+    answers: np.ndarray,
+    starting: Callable[[], None] = lambda: None,
+) -> tuple[str | None, ExecResult | None, Score]:
+    """Extract the answer's script, run it and score it: (code, result, score). Everything that
+    fails here because of what the model sent is its zero; a ``WeirdMLError`` (the sandbox or
+    the provider broke) goes up and ends the run."""
+    code = extract_code(text)
+    if code is None:
+        return None, None, Score(0.0, no_code_reason(usage))
+    invalid = lone_surrogate(code)
+    if invalid is not None:
+        return code, None, Score(0.0, f"the script was not run: it holds {invalid}; write it as plain UTF-8 text")
+    starting()
+    try:
+        result = sandbox.run(code, data.public_dir, limits, gpu=gpu)
+        # Redacted before any cut (the protocol keeps a head and a tail of the output).
+        result = replace(result, output=redact(result.output), notes=tuple(redact(n) for n in result.notes))
+        score = judge(result, lambda content: score_predictions(content, answers, cap=limits.results_bytes), limits)
+    except WeirdMLError:
+        raise
+    except Exception as exc:  # what the script left made the harness fail: the submission's zero
+        return code, None, Score(0.0, f"the harness could not handle this script ({type(exc).__name__}: {exc})")
+    return code, result, score
+
+
+def _check_resumable(
+    finished: Sequence[IterationRecord], protocol: str, data: TaskData, iterations: int, time_limit: float
+) -> None:
+    """A resumed run continues only under the protocol, on the data and with the limits it started
+    with, and never takes a recorded score its own record contradicts."""
     if not finished:
         return
+    for done in finished:
+        problem = _inconsistent(done, protocol, data, iterations, time_limit)
+        if problem is not None:
+            raise HarnessError(
+                f"--weirdml-resume: iteration {done.iteration} of {done.task} / {done.model} / run {done.run} "
+                f"in the records {problem}; its score is not taken. Start a new session instead of resuming this one"
+            )
     first = finished[0]
     if first.protocol != protocol:
         raise HarnessError(
@@ -206,6 +261,26 @@ def _check_resumable(finished: Sequence[IterationRecord], protocol: str, data: T
             f"this run started on data {first.data_key}, not {data.key}; resume it with "
             f"--weirdml-data-seed={first.data_seed}"
         )
+
+
+def _inconsistent(
+    done: IterationRecord, protocol: str, data: TaskData, iterations: int, time_limit: float
+) -> str | None:
+    """Why a recorded iteration cannot be part of this run, or None."""
+    if done.protocol != protocol or (done.data_key and done.data_key != data.key):
+        return None  # said below, with the option that resumes it
+    if not done.data_key and done.schema >= 2:
+        return "has no data identity (data_key)"
+    if done.iterations_planned and done.iterations_planned != iterations:
+        return f"was planned with {done.iterations_planned} submissions, this run with {iterations}"
+    if done.time_limit_s and done.time_limit_s != time_limit:
+        return f"ran under a time limit of {done.time_limit_s:g} s, this run under {time_limit:g} s"
+    failed = done.code is None or done.timed_out or done.exit_code != 0 or done.zero_reason is not None
+    if failed and done.score != 0.0:
+        return f"scores {done.score} although it failed (zero_reason {done.zero_reason!r}, exit code {done.exit_code})"
+    if not failed and done.duration_s <= 0.0:
+        return f"scores {done.score} but its script never ran (duration {done.duration_s} s)"
+    return None
 
 
 def _as_result(done: IterationRecord) -> ExecResult | None:

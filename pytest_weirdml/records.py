@@ -4,7 +4,9 @@ A session's ``records.jsonl`` holds one JSON object per line, of two kinds (the 
 ``iteration`` (an ``IterationRecord``, appended the moment a submission is scored) and
 ``run_end`` (a ``RunEnd``: the run finished, or a harness error stopped it). Lines are written
 from these dataclasses and read back into them, so a field added to a dataclass is one line
-here and nothing else changes; unknown keys in old or newer files are ignored.
+here and nothing else changes; unknown keys in old or newer files are ignored. Every line read
+back is checked against its dataclass's schema first (``pytest_weirdml.schema``): a records file
+may come from anyone.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pytest_weirdml import schema
 from pytest_weirdml.redact import redact_values
+from pytest_weirdml.untrusted import valid_unicode
 
 SCHEMA_VERSION = 2
 ITERATION = "iteration"
@@ -60,6 +64,7 @@ class Usage:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Usage:
+        schema.check_usage(raw, _annotations(cls))
         known = _known(cls, raw)
         known["retries"] = tuple(dict(r) for r in known.get("retries", ()))
         return cls(**known)
@@ -91,6 +96,8 @@ class IterationRecord:
     started_at: str = ""
     wall_s: float = 0.0
     sandbox: str = ""
+    # How the script was isolated: bwrap+cgroups, bwrap, docker or none ("" before it was recorded).
+    isolation: str = ""
     # The Ray node that ran the script ("" for this machine).
     node: str = ""
     session: str = ""
@@ -121,10 +128,12 @@ class IterationRecord:
         return len(self.code.splitlines()) if self.code else 0
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), ensure_ascii=False)
+        # A lone surrogate (a provider's JSON may carry one) cannot be written as UTF-8.
+        return valid_unicode(json.dumps(dataclasses.asdict(self), ensure_ascii=False))
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> IterationRecord:
+        schema.check_record(raw, _annotations(cls))
         known = _known(cls, raw)
         if isinstance(raw.get("usage"), dict):
             known["usage"] = Usage.from_dict(raw["usage"])
@@ -152,10 +161,12 @@ class RunEnd:
     schema: int = SCHEMA_VERSION
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), ensure_ascii=False)
+        # A lone surrogate (a provider's JSON may carry one) cannot be written as UTF-8.
+        return valid_unicode(json.dumps(dataclasses.asdict(self), ensure_ascii=False))
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> RunEnd:
+        schema.check_record(raw, _annotations(cls))
         return cls(**_known(cls, raw))
 
 
@@ -229,8 +240,13 @@ class RunRecord:
             "iterations_planned": first.iterations_planned if first else 0,
             "time_limit_s": first.time_limit_s if first else 0.0,
             "sandbox": first.sandbox if first else "",
+            "isolation": ",".join(sorted({it.isolation or "unknown" for it in self.iterations})),
             "hardware": first.hardware if first else "",
         }
+
+
+def _annotations(cls: type) -> dict[str, str]:
+    return {f.name: str(f.type) for f in dataclasses.fields(cls)}
 
 
 def _known(cls: type, raw: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from filelock import FileLock
 
 from pytest_weirdml.errors import DataUnavailable, TaskError
 from pytest_weirdml.horizons.estimates import TimeEstimates, parse_estimates
+from pytest_weirdml.schema import PLAIN_NAME
 
 # The bundled tasks live in the repository's tasks/; the wheel ships them as this sub-package
 # (pyproject.toml maps it onto tasks/).
@@ -152,6 +153,8 @@ def load_task(directory: Path) -> TaskSpec:
     name = _typed(toml_path, raw, "name", str, directory.name)
     if name != directory.name:
         raise _fail(toml_path, f"name '{name}' differs from the directory name '{directory.name}'")
+    if not PLAIN_NAME.fullmatch(name):
+        raise _fail(toml_path, f"name {name!r}: a task name holds letters, digits, '_', '-' and '.' (not first)")
     metric = _typed(toml_path, raw, "metric", str, "accuracy")
     if metric != "accuracy":
         raise _fail(toml_path, f"metric '{metric}' is not supported; use 'accuracy'")

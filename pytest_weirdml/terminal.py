@@ -18,9 +18,11 @@ from pytest_weirdml.baseline import table_lines
 from pytest_weirdml.config import Settings
 from pytest_weirdml.horizons.report import terminal_lines
 from pytest_weirdml.models import OFFLINE
+from pytest_weirdml.redact import redact
 from pytest_weirdml.sandbox import pool
 from pytest_weirdml.sandbox import venv as sandbox_venv
 from pytest_weirdml.sandbox.image import image_tag
+from pytest_weirdml.untrusted import printable
 
 
 def header_lines(settings: Settings, workers: int) -> list[str]:
@@ -30,6 +32,7 @@ def header_lines(settings: Settings, workers: int) -> list[str]:
         f"weirdml: pytest-weirdml {__version__}, protocol {settings.protocol} (docs/protocol.md), data seed {seed}"
     ]
     names = []
+    servers = []
     for name in settings.models:
         if name.partition(":")[0] in ("queue", "human"):
             names.append(f"{name} (answered through files, waiting up to {settings.answer_timeout_s:g} s per answer)")
@@ -42,7 +45,12 @@ def header_lines(settings: Settings, workers: int) -> list[str]:
         # The retirement itself is said once, as a warning (plugin.ModelDeprecatedWarning).
         retiring = ", deprecated" if any(config.spec in note for note in settings.model_notes) else ""
         names.append(f"{alias} ({config.price_text()}{retiring})")
+        # A project's config may point a provider at another server: the header says which.
+        if config.base_url:
+            servers.append(f"{name} at {_shown_url(config.base_url)}")
     lines.append(f"weirdml models: {'; '.join(names) if names else 'none (pass --weirdml-model=NAME)'}")
+    if servers:
+        lines.append(f"weirdml servers: {'; '.join(servers)}")
     if settings.sandbox == "local":
         own = f"the sandbox's own environment ({sandbox_venv.env_dir()})"
         where = f"local, scripts run by {settings.python or own}"
@@ -51,6 +59,7 @@ def header_lines(settings: Settings, workers: int) -> list[str]:
     else:
         where = f"{settings.sandbox} (docker with image {image_tag()} when its daemon answers, else local)"
     lines.append(f"weirdml sandbox: {where}")
+    lines.append(f"weirdml isolation: {header_isolation(settings)}")
     if settings.ray:
         each = f"a GPU, or {settings.cores_per_script or 1} CPU core(s) on a node without one"
         lines.append(f"weirdml hardware: the Ray cluster at {settings.ray}; each script asks for {each}")
@@ -69,6 +78,27 @@ def header_lines(settings: Settings, workers: int) -> list[str]:
     resumed = " (resumed)" if settings.resume else ""
     lines.append(f"weirdml session: {settings.session_dir}{resumed}")
     return lines
+
+
+def _shown_url(url: str) -> str:
+    """A server's URL without any user or password in it."""
+    scheme, sep, rest = url.partition("://")
+    host, slash, path = rest.partition("/")
+    return printable(redact(scheme + sep + host.rsplit("@", 1)[-1] + slash + path))
+
+
+def header_isolation(settings: Settings) -> str:
+    """How the session's scripts will be isolated, as the records will say."""
+    if settings.ray:
+        return "as each Ray node's sandbox says"
+    if settings.sandbox == "docker":
+        return "docker"
+    from pytest_weirdml.sandbox._cgroup import cgroups_usable
+    from pytest_weirdml.sandbox.local import bwrap_works
+
+    ok, why = bwrap_works()
+    local = ("bwrap+cgroups" if cgroups_usable()[0] else "bwrap") if ok else f"none ({why})"
+    return local if settings.sandbox == "local" else f"docker, or {local} if it falls back to local"
 
 
 def _ci(row: Mapping[str, Any]) -> str:
@@ -165,10 +195,16 @@ def write_summary(tr: pytest.TerminalReporter, summary: dict[str, Any], files: M
             if m["zero_reasons"]:
                 reasons = ", ".join(f"{n}x {r}" for r, n in sorted(m["zero_reasons"].items(), key=lambda x: -x[1]))
                 tr.write_line(f"{name} zero scores: {reasons}")
+    if summary.get("isolation"):
+        isolation = ", ".join(summary["isolation"])
+        tr.write_line(f"isolation: {isolation}", red="none" in summary["isolation"])
     if summary["errors"]:
         tr.write_line(f"{len(summary['errors'])} run(s) hit a harness error and are not scored (see the errors above)")
     if summary["incomplete"]:
         tr.write_line(f"{len(summary['incomplete'])} run(s) did not end (session interrupted) and are not scored")
+    for name, reasons in summary.get("unscored", {}).items():
+        listed = ", ".join(f"{n}x {reason}" for reason, n in sorted(reasons.items(), key=lambda x: -x[1]))
+        tr.write_line(printable(f"{name}: {sum(reasons.values())} run(s) not scored: {listed}"), yellow=True)
     if verbosity >= 0:
         for kind, path in files.items():
             tr.write_line(f"{kind}: {path}")
@@ -181,12 +217,21 @@ def write_comparison(tr: pytest.TerminalReporter, comparison: Mapping[str, Any],
     tr.write_sep("=", f"weirdml comparison with {comparison.get('baseline') or 'the baseline'} (margin {margin:g})")
     if comparison.get("refused"):
         tr.write_line(str(comparison["refused"]), red=True)
+    isolation = comparison.get("isolation") or {}
+    if isolation:
+        sides = "; ".join(f"{side} {', '.join(values) or '-'}" for side, values in isolation.items())
+        tr.write_line(f"isolation: {sides}", red=any("none" in v for v in isolation.values()))
     rows = comparison.get("rows", [])
     if rows:
         header, *lines = table_lines(rows)
         tr.write_line(header, bold=True)
         for line in lines:
-            tr.write_line(line, red=line.endswith("REGRESSION"), green=line.endswith("improvement"))
+            tr.write_line(
+                printable(line),
+                red=line.endswith("REGRESSION"),
+                green=line.endswith("improvement"),
+                yellow=line.endswith("incomplete"),
+            )
     for item in refused_items:
         tr.write_line(f"not run, the baseline was made under other conditions: {item}", red=True)
     if comparison.get("only_in_baseline"):
@@ -195,9 +240,13 @@ def write_comparison(tr: pytest.TerminalReporter, comparison: Mapping[str, Any],
         tr.write_line(f"not in the baseline (not compared): {', '.join(comparison['only_now'])}")
     for note in comparison.get("notes", []):
         tr.write_line(f"note: {note}", yellow=True)
+    incomplete = comparison.get("incomplete", {})
+    if incomplete:
+        listed = ", ".join(f"{model} ({n} run(s) not scored)" for model, n in incomplete.items())
+        tr.write_line(printable(f"incomplete, so not passed: {listed}"), yellow=True, bold=True)
     regressions = comparison.get("regressions", [])
     if regressions:
         listed = ", ".join(f"{r['model']} / {r['task']} ({r['delta']:+.3f})" for r in regressions)
         tr.write_line(f"{len(regressions)} regression(s) against the baseline: {listed}", red=True, bold=True)
-    elif rows and not comparison.get("refused") and not refused_items:
+    elif rows and not comparison.get("refused") and not refused_items and not incomplete:
         tr.write_line("no regression against the baseline", green=True)

@@ -185,3 +185,26 @@ def test_a_node_killed_mid_execution_is_an_infrastructure_error_and_the_run_goes
 def test_ray_client_addresses_are_refused_naming_the_fix() -> None:
     with pytest.raises(SandboxError, match=r"Ray Client addresses are not supported; run the session on a node"):
         RaySandbox("ray://head:10001")
+
+
+def test_the_node_cache_is_a_private_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_weirdml.errors import SandboxError
+    from pytest_weirdml.sandbox.ray_cluster import node_cache
+
+    fresh = tmp_path / "fresh"
+    monkeypatch.setenv(NODE_CACHE_ENV, str(fresh))
+    assert node_cache("abcdef0123456789ffff") == fresh / "abcdef0123456789"
+    assert (fresh.stat().st_mode & 0o777) == 0o700
+    # A node id never becomes more than a name inside it.
+    assert node_cache("../../etc") == fresh / "etc"
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    monkeypatch.setenv(NODE_CACHE_ENV, str(shared))
+    with pytest.raises(SandboxError, match=r"is not a private directory .*mode 0700, not a link"):
+        node_cache("abc")
+    planted = tmp_path / "planted"
+    planted.symlink_to(fresh)
+    monkeypatch.setenv(NODE_CACHE_ENV, str(planted))
+    with pytest.raises(SandboxError, match="is not a private directory"):
+        node_cache("abc")

@@ -27,6 +27,7 @@ import pytest
 from pytest_weirdml.errors import SandboxError
 from pytest_weirdml.loop import judge
 from pytest_weirdml.sandbox import ExecResult, Limits, Sandbox, requirement_pins
+from pytest_weirdml.sandbox._workdir import LeftoverWarning, tmpfs_usable
 from pytest_weirdml.sandbox.docker import DockerSandbox
 from pytest_weirdml.sandbox.local import LocalSandbox, NotIsolatedWarning
 from pytest_weirdml.tasks import score_predictions
@@ -147,6 +148,48 @@ def test_script_runs_on_its_leased_cores(sandbox: Sandbox, data_dir: Path) -> No
     script = "import os\nprint('CPUS', sorted(os.sched_getaffinity(0)), os.environ['OMP_NUM_THREADS'])\n"
     result = run(sandbox, data_dir, script, dataclasses.replace(QUICK, cpus=(core,)))
     assert f"CPUS [{core}] 1" in result.output, result.output
+
+
+RESET_AFFINITY = """\
+import os, resource, time
+os.sched_setaffinity(0, range(os.cpu_count()))  # every core, as far as affinity goes
+print("CPUS", sorted(os.sched_getaffinity(0)), flush=True)
+start = time.monotonic()
+children = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        os.sched_setaffinity(0, range(os.cpu_count()))
+        while time.monotonic() - start < 1.5:
+            pass
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("BUSY", used.ru_utime + used.ru_stime, "WALL", time.monotonic() - start)
+"""
+
+
+def test_a_script_that_resets_its_affinity_stays_on_its_share(sandbox: Sandbox, data_dir: Path) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores to have a share smaller than all")
+    if isinstance(sandbox, LocalSandbox) and not sandbox.cgroups:
+        pytest.skip("without cgroups the local sandbox pins by affinity only (UnboundedWarning)")
+    core = max(os.sched_getaffinity(0))
+    result = run(sandbox, data_dir, RESET_AFFINITY, dataclasses.replace(QUICK, cpus=(core,), time_s=20))
+    assert result.exit_code == 0, result.output
+    assert f"CPUS [{core}]" in result.output, result.output
+    busy, wall = (float(x) for x in result.output.split("BUSY")[1].split()[::2])
+    # Two busy processes on one core use at most that core's time (with a little slack for accounting).
+    assert busy <= wall * 1.2 + 0.1, result.output
+
+
+def test_shared_memory_is_size_capped(isolated: Sandbox, data_dir: Path) -> None:
+    code = "import os\nfs = os.statvfs('/dev/shm')\nprint('SHM', fs.f_blocks * fs.f_frsize)\n"
+    result = run(isolated, data_dir, code)
+    assert result.exit_code == 0, result.output
+    assert 0 < int(result.output.split("SHM")[1].split()[0]) <= QUICK.tmp_bytes
 
 
 def test_crash_is_the_scripts_outcome(sandbox: Sandbox, data_dir: Path) -> None:
@@ -593,6 +636,112 @@ def test_without_a_tmpfs_the_cap_is_watched(backend: str, data_dir: Path) -> Non
         box.close()
 
 
+DEEP_TREE = """\
+import os
+os.chdir("results")
+for _ in range(2000):
+    os.mkdir("d")
+    os.chdir("d")
+open("leaf.txt", "w").write("deep")
+print("DEPTH 2000")
+"""
+MANY_FILES = """\
+made = 0
+try:
+    for i in range(6000):
+        open(f"results/f{i}", "w").close()
+        made += 1
+        if made % 100 == 0:
+            print("MADE", made, flush=True)
+finally:
+    print("MADE", made, flush=True)
+"""
+
+
+def _run_dirs() -> set[str]:
+    import tempfile
+
+    from pytest_weirdml.sandbox._workdir import ASIDE, PREFIX
+
+    mine = tuple(f"{start}{os.getpid()}-" for start in (PREFIX, ASIDE))
+    return {p.name for p in Path(tempfile.gettempdir()).iterdir() if p.name.startswith(mine)}
+
+
+@contextlib.contextmanager
+def opened(backend: str, *, capped: bool) -> Iterator[Sandbox]:
+    """A backend with results/ a tmpfs (``capped``) or a watched directory (a harness that may not mount)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if backend == "docker":
+            try:
+                box: Sandbox = DockerSandbox(cap_with_tmpfs=capped)
+            except SandboxError as exc:
+                pytest.skip(f"docker sandbox unavailable: {exc}")
+        else:
+            box = LocalSandbox(isolate=None if backend == "local" else False, cap_with_tmpfs=capped)
+    try:
+        yield box
+    finally:
+        box.close()
+
+
+@pytest.mark.parametrize("capped", [True, False], ids=["tmpfs", "watched"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_tree_deeper_than_the_recursion_limit_is_removed(backend: str, capped: bool, data_dir: Path) -> None:
+    if capped and not tmpfs_usable()[0]:
+        pytest.skip(tmpfs_usable()[1])
+    with opened(backend, capped=capped) as box:
+        before = _run_dirs()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", LeftoverWarning)  # a run directory left aside would warn
+            # Each directory takes a block on a disk: room for 2000 of them.
+            result = run(box, data_dir, DEEP_TREE, dataclasses.replace(QUICK, time_s=30, results_bytes=64 << 20))
+        assert result.exit_code == 0 and "DEPTH 2000" in result.output, result
+        assert verdict(result) == "no predictions: results/test_preds.txt was not written"
+        assert _run_dirs() - before == set()
+        assert_usable(box, data_dir)
+
+
+@pytest.mark.parametrize("capped", [True, False], ids=["tmpfs", "watched"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_results_holds_a_bounded_number_of_files(backend: str, capped: bool, data_dir: Path) -> None:
+    if capped and not tmpfs_usable()[0]:
+        pytest.skip(tmpfs_usable()[1])
+    # The watched fallback looks every 0.2 s: a writer slower than that is stopped near the count.
+    slow = "" if capped else "        __import__('time').sleep(0.0005)\n"
+    code = MANY_FILES.replace("        made += 1\n", "        made += 1\n" + slow)
+    with opened(backend, capped=capped) as box:
+        result = run(box, data_dir, code, dataclasses.replace(QUICK, time_s=30))
+        made = int(result.output.rsplit("MADE", 1)[1].split()[0])
+        assert made <= 4096 + (0 if capped else 2000), result
+        assert capped or "(the run was stopped for it)" in "".join(result.notes)
+        assert result.results_full and result.results_files_full, result
+        assert verdict(result) == (
+            "results/ is full: a script may make at most 4096 files there "
+            f"(the script ended with exit code {result.exit_code})"
+        )
+        assert_usable(box, data_dir)
+
+
+def test_a_key_across_the_capture_cut_is_redacted_whole(
+    sandbox: Sandbox, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = "sk-planted-" + uuid.uuid4().hex
+    monkeypatch.setenv("PLANTED_API_KEY", key)
+    half = QUICK.output_bytes // 2
+    code = f"""\
+    import sys
+    key = {key!r}
+    sys.stdout.write("a" * {half - 10} + key + "b" * 100000 + key + "c" * {half - 10})
+    """
+    result = run(sandbox, data_dir, code)
+    assert result.output_bytes == 2 * (half - 10) + 100000 + 2 * len(key)
+    pieces = [key[i : i + 8] for i in range(len(key) - 7)]
+    assert not [p for p in pieces if p in result.output + "".join(result.notes)]
+    assert result.output.startswith("a" * (half - 10) + "[redacted]")
+    assert result.output.endswith("[redacted]" + "c" * (half - 10))
+
+
 # The packages on offer --------------------------------------------------------------------------
 
 IMPORTS = """\
@@ -872,3 +1021,31 @@ def test_an_interpreter_without_the_packages_is_named_with_the_fix() -> None:
     with pytest.warns(MissingPackagesWarning, match=r"lacks numpy.*pip install -r .*requirements.txt"):
         env = box.environment()
     assert "numpy" not in env.packages and env.python.startswith("3.")
+
+
+def test_only_the_leased_gpus_device_nodes_are_bound(tmp_path: Path) -> None:
+    from pytest_weirdml.sandbox.leases import gpu_device_nodes
+
+    for name in ("nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"):
+        (tmp_path / name).touch()
+    (tmp_path / "nvidia-caps").mkdir()
+    names = [p.name for p in gpu_device_nodes("2", tmp_path)]
+    assert names == ["nvidia2", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-caps"]
+    # A GPU the harness knows only by UUID: the node's number is unknown, every node is bound.
+    assert len(gpu_device_nodes("GPU-1234", tmp_path)) == 8
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/nvidia0"), reason="no NVIDIA GPU here")
+def test_a_script_sees_only_its_gpus_device_node() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        box = LocalSandbox()
+    if not box.isolated:
+        pytest.skip("needs bubblewrap")
+    import tempfile
+
+    data = Path(tempfile.mkdtemp())
+    code = "import os\nprint('DEV', sorted(n for n in os.listdir('/dev') if n.startswith('nvidia')))\n"
+    result = box.run(code, data, QUICK, gpu="0")
+    nodes = result.output.split("DEV", 1)[1]
+    assert "'nvidia0'" in nodes and "'nvidia1'" not in nodes, result.output

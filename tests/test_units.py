@@ -25,6 +25,39 @@ def test_no_usable_block_is_none(text: str) -> None:
     assert extract_code(text) is None
 
 
+@pytest.mark.parametrize(
+    "bomb",
+    [
+        "```x\n" * 200_000,  # 1 MB of fences that never close
+        "```python\n" + "`" * 1_000_000,  # one open fence, then a 1 MB line of backticks
+        ("```\n" + " " * 500 + "\n") * 1_900,  # blocks whose lines almost close them
+        " " * 1_000_000 + "```\nx\n```",  # a 1 MB indent before the fence
+    ],
+    ids=["unclosed-fences", "backtick-line", "near-closes", "indent"],
+)
+def test_code_extraction_is_linear_in_the_answer(bomb: str) -> None:
+    import time
+
+    def took(text: str) -> float:
+        start = time.perf_counter()
+        code_blocks(text)
+        extract_code(text)
+        return time.perf_counter() - start
+
+    # Well under a second (about 0.1 s idle); the fastest of three, as other work shares the machine.
+    # (The fence regex this replaced took 2.5 s for 4000 unclosed fences, and grew with their square.)
+    assert min(took(bomb) for _ in range(3)) < 1.0
+
+
+def test_fences_close_at_the_next_bare_fence_line() -> None:
+    assert code_blocks("```python\na\n  ```  \nb\n```\nc\n```") == ["a\n", "c\n"]
+    assert code_blocks("```\n```") == [""]
+    # An open fence needs its newline; a close may end the text.
+    assert code_blocks("```") == [] and code_blocks("```\nx\n```") == ["x\n"]
+    assert code_blocks("````\nx\n```\ny\n```") == ["y\n"]
+    assert code_blocks("```python\nx\n```\n```text\nnever closed\n```py\nz") == ["x\n"]
+
+
 def test_inline_backticks_do_not_open_a_block() -> None:
     assert extract_code("use `np.savetxt` here\n```python\nx = 1\n```") == "x = 1\n"
 
@@ -170,6 +203,75 @@ def test_a_task_time_limit_must_be_finite_and_positive(tmp_path: Path, limit: st
         load_task(task)
 
 
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("MYSERVICE_APIKEY", "apikey-0123456789"),
+        ("SMTP_PASS", "smtp-pass-0123"),
+        ("DB_PWD", "db-pwd-0123456"),
+        ("GCP_CREDENTIALS", '{"private_key": "abc"}'),
+        ("AWS_ACCESS_KEY_ID", "AKIAABCDEFGHIJKLMNOP"),
+    ],
+)
+def test_the_wider_secret_names_are_redacted(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    from pytest_weirdml import redact
+
+    monkeypatch.setenv(name, value)
+    assert redact.redact(f"before {value} after") == "before [redacted] after"
+
+
+def test_the_password_of_a_url_is_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_weirdml import redact
+
+    monkeypatch.setenv("DATABASE_URL", "postgres://alice:s3cret-password@db.example:5432/app")
+    monkeypatch.setenv("CACHE_URL", "redis://bob:pw@cache:6379")  # a short password: user and password go
+    monkeypatch.setenv("PLAIN_URL", "https://example.org/path")
+    text = "connect s3cret-password / redis://bob:pw@cache:6379 / https://example.org/path"
+    assert redact.redact(text) == "connect [redacted] / redis://[redacted]cache:6379 / https://example.org/path"
+
+
+def test_a_stream_is_redacted_wherever_its_chunks_split_a_key() -> None:
+    from pytest_weirdml.redact import StreamRedactor
+
+    key = "sk-planted-0123456789abcdef"
+    stream = ("x" * 50 + key + "y" * 7 + key + "z").encode()
+    for size in range(1, len(stream) + 1):
+        redactor = StreamRedactor([key, "short-key-1"])
+        chunks = [stream[i : i + size] for i in range(0, len(stream), size)]
+        out = b"".join(redactor.feed(c) for c in chunks) + redactor.flush()
+        assert out == ("x" * 50 + "[redacted]" + "y" * 7 + "[redacted]" + "z").encode(), size
+
+
+def test_a_key_across_the_capture_cut_is_redacted_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_weirdml.sandbox._output import CappedBuffer
+
+    key = "sk-planted-0123456789abcdef"
+    monkeypatch.setenv("PLANTED_API_KEY", key)
+    buffer = CappedBuffer(1024)
+    # The key straddles the end of the kept head (512 bytes) and the start of the kept tail.
+    stream = b"a" * 500 + key.encode() + b"b" * 5000 + key.encode() + b"c" * 500
+    for i in range(0, len(stream), 7):
+        buffer.feed(stream[i : i + 7])
+    text = buffer.text()
+    assert buffer.total == len(stream)
+    assert not [key[i : i + 6] for i in range(len(key) - 5) if key[i : i + 6] in text], text
+    assert text.startswith("a" * 500 + "[redacted]") and text.endswith("[redacted]" + "c" * 500)
+
+
+def test_transcripts_hold_no_terminal_escapes(tmp_path: Path) -> None:
+    from pytest_weirdml.records import IterationRecord, RunRecord
+    from pytest_weirdml.report.transcript import write_transcript
+
+    it = IterationRecord(
+        task="t", model="m", run=0, iteration=1, prompt="p", response="\x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m",
+        code=None, output="\x1b[1Abell\x07 nul\x00 c1\x9b", output_bytes=0, exit_code=None, timed_out=False,
+        duration_s=0.0, score=0.0, zero_reason="no code",
+    )  # fmt: skip
+    text = write_transcript(tmp_path, RunRecord("t", "m", 0, [it])).read_text()
+    assert "red" in text and "bell nul c1" in text
+    assert not [c for c in text if (ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F]
+
+
 def test_every_known_secret_is_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_weirdml import redact
 
@@ -188,3 +290,27 @@ def test_every_known_secret_is_redacted(monkeypatch: pytest.MonkeyPatch) -> None
         "error": "HTTP 401: [redacted]",
         "attempt": 2,
     }
+
+
+def test_who_may_run_unisolated() -> None:
+    from pytest_weirdml.isolation import unisolated_refusal
+
+    for offline in ("reference", "baseline", "replay:answers.json", "human"):
+        assert unisolated_refusal((offline,), "no bwrap") is None
+    refusal = unisolated_refusal(("reference", "queue:inbox"), "no bwrap")
+    assert refusal is not None and refusal.startswith("--weirdml-model=queue:inbox is answered by an outside agent")
+    refusal = unisolated_refusal(("anthropic:claude-x",), "no bwrap")
+    assert refusal is not None and "calls a provider" in refusal and "--weirdml-allow-unisolated" in refusal
+
+
+def test_a_task_name_is_a_safe_name(tmp_path: Path) -> None:
+    task = write_tiny_task(tmp_path, name="odd name")
+    with pytest.raises(TaskError, match="a task name holds letters, digits"):
+        load_task(task)
+
+
+def test_the_header_shows_a_server_without_its_credentials() -> None:
+    from pytest_weirdml.terminal import _shown_url
+
+    assert _shown_url("https://alice:s3cret@llm.example:8443/v1") == "https://llm.example:8443/v1"
+    assert _shown_url("http://127.0.0.1:8000/v1\x1b[2J") == "http://127.0.0.1:8000/v1"

@@ -52,10 +52,15 @@ data (a model without prices has no cost):
                   task, model and run: its scores, and the conditions it was made under
                   (``protocol``, ``data``, ``data_seed``, ``iterations_planned``, ``time_limit_s``,
                   ``sandbox``, ``hardware``).
+``isolation``     how the scored runs' scripts were isolated (``bwrap+cgroups``, ``bwrap``,
+                  ``docker``, ``none``; ``unknown`` for records made before it was recorded).
 ``errors``        runs a harness error stopped (not scored): ``{session, task, model, run,
                   iterations, error}``.
 ``incomplete``    runs whose session ended before they did (killed or interrupted; not scored):
                   ``{session, task, model, run, iterations}``.
+``unscored``      model -> why its runs were not scored -> how many: the harness error cut after
+                  its first ``:`` (``SandboxError``), or ``the session ended first``; so a model's
+                  dropped runs are visible beside its scores.
 """
 
 from __future__ import annotations
@@ -157,6 +162,7 @@ def build_summary(
         "protocol": next(iter({r.get("protocol", "") for r in runs}), ""),
         "data": {task: sorted(keys) for task, keys in sorted(data.items())},
         "data_seeds": sorted(seeds),
+        "isolation": sorted({str(r.get("isolation") or "unknown") for r in runs}),
         "bootstrap": bootstrap,
         "tasks": tasks,
         "published_tasks": published,
@@ -164,7 +170,23 @@ def build_summary(
         "runs": [dict(r) for r in runs],
         "errors": [dict(e) for e in errors],
         "incomplete": [dict(i) for i in incomplete],
+        "unscored": unscored_counts(errors, incomplete),
     }
+
+
+SESSION_ENDED = "the session ended first"
+
+
+def unscored_counts(
+    errors: Sequence[Mapping[str, Any]], incomplete: Sequence[Mapping[str, Any]]
+) -> dict[str, dict[str, int]]:
+    """model -> reason -> number of runs not scored for it."""
+    counts: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    for entry in errors:
+        counts[entry["model"]][str(entry.get("error") or "harness error").split(":", 1)[0]] += 1
+    for entry in incomplete:
+        counts[entry["model"]][SESSION_ENDED] += 1
+    return {model: dict(reasons) for model, reasons in sorted(counts.items())}
 
 
 def overall_over(

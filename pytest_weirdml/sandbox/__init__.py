@@ -71,8 +71,12 @@ class ExecResult:
     out_of_memory: bool = False
     # results/ reached its size cap (writes failed, or the run was stopped for it).
     results_full: bool = False
+    # ... on its count of files (``_workdir.RESULTS_INODES``) rather than its bytes.
+    results_files_full: bool = False
     # The machine that ran it, where that is not this one (a Ray node).
     node: str = ""
+    # How the script was isolated (``Sandbox.isolation``), as the backend that ran it says.
+    isolation: str = ""
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,12 @@ class Sandbox(abc.ABC):
 
     name: str
     isolated: bool
+
+    @property
+    def isolation(self) -> str:
+        """How scripts are isolated, as every record says: ``bwrap+cgroups`` (bubblewrap and a
+        cgroup per run), ``bwrap``, ``docker`` or ``none`` (a plain subprocess)."""
+        return self.name if self.isolated else "none"
 
     @abc.abstractmethod
     def run(self, code: str, data_dir: Path, limits: Limits, gpu: str | None = None) -> ExecResult: ...

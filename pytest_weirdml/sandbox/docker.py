@@ -256,6 +256,8 @@ class DockerSandbox(Sandbox):
             predictions_problem=problem,
             out_of_memory=out_of_memory,
             results_full=results_full,
+            results_files_full=results_full and work.too_many_files,
+            isolation="docker",
         )
 
     def _remove(self, container: str) -> None:

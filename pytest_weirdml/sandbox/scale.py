@@ -10,6 +10,8 @@ script, more for slow reasoning models. Extra workers only wait for a slot; they
 from __future__ import annotations
 
 from pytest_weirdml.config import Settings
+from pytest_weirdml.errors import SandboxError
+from pytest_weirdml.isolation import unisolated_refusal
 from pytest_weirdml.sandbox import Sandbox
 from pytest_weirdml.sandbox.choose import open_sandbox
 from pytest_weirdml.sandbox.leased import LeasedSandbox
@@ -34,4 +36,11 @@ def open_session_sandbox(settings: Settings) -> Sandbox:
             cores_per_script=settings.cores_per_script or 1,
             session_dir=settings.session_dir,
         )
-    return LeasedSandbox(open_sandbox(settings.sandbox, python=settings.python), local_pool(settings))
+    box = open_sandbox(settings.sandbox, python=settings.python)
+    # ``auto`` may have fallen back to a local sandbox that cannot isolate.
+    if box.isolation == "none" and not settings.allow_unisolated:
+        refusal = unisolated_refusal(settings.models, getattr(box, "why_not_isolated", "") or "isolation is off")
+        if refusal is not None:
+            box.close()
+            raise SandboxError(refusal)
+    return LeasedSandbox(box, local_pool(settings))
