@@ -109,7 +109,7 @@ TMUX = shutil.which("tmux")
 def test_under_tmux_the_status_line_updates_while_scripts_run(tmp_path: Path) -> None:
     pytest.importorskip("xdist")
     write_tiny_task(tmp_path, time_limit=60)
-    write_replay(tmp_path / "slow.json", ["import time\ntime.sleep(20)\n" + GOOD_SCRIPT])
+    write_replay(tmp_path / "slow.json", ["import time\ntime.sleep(8)\n" + GOOD_SCRIPT])
     command = _session(tmp_path, "-n", "2", "--weirdml-model=replay:slow.json", "--weirdml-runs=4")
     command += ["--weirdml-iterations=1"]
     log = tmp_path / "exit"
@@ -148,8 +148,7 @@ def test_under_tmux_the_status_line_updates_while_scripts_run(tmp_path: Path) ->
         )
         before = status(first)
         assert before is not None, first
-        # The script sleeps 20 s, time for a loaded machine to redraw the line: a few seconds later
-        # the same runs are still running, and time went on.
+        # The script sleeps 8 s: a few seconds later the same runs are still running, time went on.
         time.sleep(3.5)
         second = pane()
         during = status(second)
