@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from pytest_weirdml.horizons.fit import Points
+from pytest_weirdml.report.figures import _new, _png
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 PUBLISHED = "#9a9a9a"
@@ -35,21 +35,6 @@ class Dated:
     high: float
     release_date: str = ""
     published: bool = False
-
-
-def _new(width: float, height: float) -> Any:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _png(fig: Any) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
 
 
 def _hour_ticks(axis: Any, low: float, high: float) -> None:
