@@ -68,15 +68,16 @@ def clock(seconds: float) -> str:
 def status_text(
     done: int, total: int, doing: list[Doing], elapsed: float, spent: float, max_cost: float | None, now: float
 ) -> str:
-    parts = [f"weirdml status: {done}/{total} done"]
-    if doing:
-        each = "; ".join(f"{d.item} {d.what} {max(0, int(now - d.since))} s" for d in doing)
-        parts.append(f"{len(doing)} in flight ({each})")
-    parts.append(f"elapsed {clock(elapsed)}")
+    # Counts, time and money first: a narrow terminal cuts the line, and then only the detail
+    # of the runs in flight goes.
+    parts = [f"weirdml status: {done}/{total} done", f"elapsed {clock(elapsed)}"]
     if 0 < done < total:
         parts.append(f"about {clock(elapsed / done * (total - done))} left")
     money = f"${spent:.4f} spent"
     parts.append(money if max_cost is None else f"{money} of --weirdml-max-cost=${max_cost:g}")
+    if doing:
+        each = "; ".join(f"{d.item} {d.what} {max(0, int(now - d.since))} s" for d in doing)
+        parts.append(f"{len(doing)} in flight ({each})")
     return " · ".join(parts)
 
 
