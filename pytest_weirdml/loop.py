@@ -1,8 +1,11 @@
-"""The feedback loop of one run, free of pytest: ask, extract, run, score, feed back.
+"""The feedback loop of one run, free of pytest: plan, then ask, extract, run, score, feed back.
 
-``run_task`` drives up to N submissions. Each finished iteration goes to ``on_iteration`` at
-once (the record store), so a run killed midway keeps what it finished. A model or sandbox
-failure (``HarnessError``) ends the run with that exception; the model is never scored for it.
+``plan_run`` works out what a run is made under (its ``RunPlan``), the one place that does: the
+loop runs by it and the gate compares baselines with it. ``run_task`` hands the plan to
+``on_start`` before its first model call (the record store writes it as a ``RunStart``), then
+drives up to N submissions. Each finished iteration goes to ``on_iteration`` at once, so a run
+killed midway keeps what it finished. A model or sandbox failure (``HarnessError``) ends the run
+with that exception; the model is never scored for it.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pytest_weirdml.errors import HarnessError
 from pytest_weirdml.extract import extract_code
 from pytest_weirdml.models import Message, Model, Request
 from pytest_weirdml.protocol import PUBLISHED
-from pytest_weirdml.records import IterationRecord, RunRecord, Usage
+from pytest_weirdml.records import IterationRecord, RunPlan, RunRecord, RunStart, Usage, legacy_plan
 from pytest_weirdml.redact import redact, redact_optional
 from pytest_weirdml.sandbox import Environment, ExecResult, Limits, Sandbox, size_text
 from pytest_weirdml.tasks import Score, TaskData, TaskSpec, score_predictions
@@ -90,9 +93,6 @@ class LoopSettings:
     iterations: int | None = None
     time_limit_s: float | None = None
     limits: Limits = field(default_factory=Limits)
-    gpu: str | None = None
-    # How the system prompt names the hardware when a GPU is leased (the sandbox's own text otherwise).
-    device: str | None = None
     session: str = ""
     protocol: str = PUBLISHED
 
@@ -103,6 +103,38 @@ def planned_iterations(session: int | None, task: int, model_cap: int | None) ->
     return wanted if model_cap is None else min(wanted, model_cap)
 
 
+def plan_run(
+    task: TaskSpec,
+    model: Model,
+    settings: LoopSettings,
+    *,
+    data_key: str,
+    data_seed: int | None,
+    sandbox: Sandbox | None = None,
+) -> RunPlan:
+    """What a run of ``task`` by ``model`` is made under. Without ``sandbox`` (the gate, before
+    anything runs) the plan holds the conditions alone: no sandbox, hardware or system prompt."""
+    iterations = planned_iterations(settings.iterations, task.iterations, model.max_iterations)
+    time_limit = float(settings.time_limit_s or task.time_limit_s)
+    limits = settings.limits
+    plan = RunPlan(
+        iterations_planned=iterations,
+        time_limit_s=time_limit,
+        memory_bytes=limits.memory_bytes,
+        output_bytes=limits.output_bytes,
+        results_bytes=limits.results_bytes,
+        max_output_tokens=model.max_output_tokens,
+        protocol=settings.protocol,
+        data_seed=data_seed,
+        data_key=data_key,
+    )
+    if sandbox is None:
+        return plan
+    env = sandbox.environment()
+    system = system_prompt(task, env, iterations, time_limit, settings.protocol)
+    return replace(plan, sandbox=sandbox.name, isolated=sandbox.isolated, hardware=env.device, system_prompt=system)
+
+
 def run_task(
     task: TaskSpec,
     data: TaskData,
@@ -111,23 +143,27 @@ def run_task(
     *,
     run: int,
     settings: LoopSettings = LoopSettings(),
+    on_start: Callable[[RunStart], None] = lambda start: None,
     on_iteration: Callable[[IterationRecord], None] = lambda record: None,
     finished: Sequence[IterationRecord] = (),
+    started: RunStart | None = None,
 ) -> RunRecord:
     """Drive the run; ``finished`` iterations (from a resumed session) are replayed into the
-    conversation instead of being asked and run again."""
-    iterations = planned_iterations(settings.iterations, task.iterations, model.max_iterations)
-    time_limit = settings.time_limit_s or task.time_limit_s
-    limits = replace(settings.limits, time_s=time_limit)
+    conversation instead of being asked and run again, and a resumed run whose start was recorded
+    (``started``) keeps it instead of starting again."""
+    plan = plan_run(task, model, settings, data_key=data.key, data_seed=data.seed, sandbox=sandbox)
+    recorded = started.plan if started is not None else legacy_plan(list(finished))
+    if recorded is None:
+        recorded = replace(plan, system_prompt=redact_optional(plan.system_prompt))
+        on_start(RunStart(task.name, model.name, run, recorded, started_at=_now(), session=settings.session))
+    elif finished:
+        _check_resumable(recorded, plan)
+    iterations = plan.iterations_planned
+    limits = replace(settings.limits, time_s=plan.time_limit_s)
     answers = data.answers()
-    env = sandbox.environment()
-    if settings.device:
-        env = replace(env, device=settings.device)
-    system = system_prompt(task, env, iterations, time_limit, settings.protocol)
-    messages = [Message("system", system), Message("user", task.prompt)]
-    record = RunRecord(task=task.name, model=model.name, run=run)
+    messages = [Message("system", plan.system_prompt or ""), Message("user", task.prompt)]
+    record = RunRecord(task=task.name, model=model.name, run=run, plan=recorded)
     best = 0.0
-    _check_resumable(finished, settings.protocol, data)
     for done in finished[:iterations]:
         record.iterations.append(done)
         best = max(best, done.score)
@@ -136,7 +172,7 @@ def run_task(
         feedback = protocol_mod.feedback(settings.protocol, said, iterations=iterations, best=best)
         messages.append(Message("user", redact(feedback)))
     for iteration in range(len(record.iterations) + 1, iterations + 1):
-        started_at = datetime.now(UTC).isoformat(timespec="seconds")
+        started_at = _now()
         clock = time.monotonic()
         response = model.generate(Request(messages=tuple(messages), task=task, run=run, iteration=iteration))
         code = extract_code(response.text)
@@ -144,7 +180,7 @@ def run_task(
         if code is None:
             score = Score(0.0, no_code_reason(response.usage))
         else:
-            result = sandbox.run(code, data.public_dir, limits, gpu=settings.gpu)
+            result = sandbox.run(code, data.public_dir, limits)
             score = judge(result, lambda content: score_predictions(content, answers, cap=limits.results_bytes), limits)
         best = max(best, score.accuracy)
         # Every text below goes to the records, the reports, the terminal or the next prompt.
@@ -166,17 +202,8 @@ def run_task(
             usage=response.usage.redacted(),
             started_at=started_at,
             wall_s=time.monotonic() - clock,
-            sandbox=sandbox.name,
             node=result.node if result else "",
             session=settings.session,
-            protocol=settings.protocol,
-            data_seed=data.seed,
-            data_key=data.key,
-            iterations_planned=iterations,
-            time_limit_s=time_limit,
-            hardware=env.device,
-            # The exact system prompt, once per run: what the model was told of hardware and packages.
-            system_prompt=redact(system) if iteration == 1 else None,
         )
         record.iterations.append(item)
         on_iteration(item)
@@ -187,19 +214,21 @@ def run_task(
     return record
 
 
-def _check_resumable(finished: Sequence[IterationRecord], protocol: str, data: TaskData) -> None:
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _check_resumable(recorded: RunPlan, plan: RunPlan) -> None:
     """A resumed run continues only under the protocol and on the data it started with."""
-    if not finished:
-        return
-    first = finished[0]
-    if first.protocol != protocol:
+    if recorded.protocol != plan.protocol:
         raise HarnessError(
-            f"this run started under the {first.protocol} protocol; resume it with --weirdml-protocol={first.protocol}"
+            f"this run started under the {recorded.protocol} protocol; resume it with "
+            f"--weirdml-protocol={recorded.protocol}"
         )
-    if first.data_key and first.data_key != data.key:
+    if recorded.data_key and recorded.data_key != plan.data_key:
         raise HarnessError(
-            f"this run started on data {first.data_key}, not {data.key}; resume it with "
-            f"--weirdml-data-seed={first.data_seed}"
+            f"this run started on data {recorded.data_key}, not {plan.data_key}; resume it with "
+            f"--weirdml-data-seed={recorded.data_seed}"
         )
 
 

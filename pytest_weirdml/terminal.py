@@ -14,15 +14,16 @@ from typing import Any
 import pytest
 
 from pytest_weirdml import __version__
-from pytest_weirdml.baseline import table_lines
 from pytest_weirdml.config import Settings
 from pytest_weirdml.models import OFFLINE
+from pytest_weirdml.models.pool import ModelPool
 from pytest_weirdml.sandbox import pool
 from pytest_weirdml.sandbox import venv as sandbox_venv
 from pytest_weirdml.sandbox.image import image_tag
+from pytest_weirdml.table import align, comparison_lines
 
 
-def header_lines(settings: Settings, workers: int) -> list[str]:
+def header_lines(settings: Settings, workers: int, models: ModelPool) -> list[str]:
     """The session header: what runs, where, and where the results go."""
     seed = "each task's own" if settings.data_seed is None else str(settings.data_seed)
     lines = [
@@ -36,26 +37,27 @@ def header_lines(settings: Settings, workers: int) -> list[str]:
         config = settings.catalog.lookup(name)
         alias = f"{name} = {config.spec}" if name != config.spec else name
         # The retirement itself is said once, as a warning (plugin.ModelDeprecatedWarning).
-        retiring = ", deprecated" if any(config.spec in note for note in settings.model_notes) else ""
+        retiring = ", deprecated" if models.get(name).deprecation() else ""
         names.append(f"{alias} ({config.price_text()}{retiring})")
     lines.append(f"weirdml models: {'; '.join(names) if names else 'none (pass --weirdml-model=NAME)'}")
-    if settings.sandbox == "local":
+    box = settings.sandbox
+    if box.backend == "local":
         own = f"the sandbox's own environment ({sandbox_venv.env_dir()})"
-        where = f"local, scripts run by {settings.python or own}"
-    elif settings.sandbox == "docker":
+        where = f"local, scripts run by {box.python or own}"
+    elif box.backend == "docker":
         where = f"docker, image {image_tag()}"
     else:
-        where = f"{settings.sandbox} (docker with image {image_tag()} when its daemon answers, else local)"
+        where = f"{box.backend} (docker with image {image_tag()} when its daemon answers, else local)"
     lines.append(f"weirdml sandbox: {where}")
-    if settings.ray:
-        each = f"a GPU, or {settings.cores_per_script or 1} CPU core(s) on a node without one"
-        lines.append(f"weirdml hardware: the Ray cluster at {settings.ray}; each script asks for {each}")
-    elif settings.gpus:
-        lines.append(f"weirdml hardware: GPUs {','.join(settings.gpus)}; each script leases a free one while it runs")
+    if box.ray:
+        each = f"a GPU, or {box.cores_per_script or 1} CPU core(s) on a node without one"
+        lines.append(f"weirdml hardware: the Ray cluster at {box.ray}; each script asks for {each}")
+    elif box.gpus:
+        lines.append(f"weirdml hardware: GPUs {','.join(box.gpus)}; each script leases a free one while it runs")
     else:
         # The slots the session's pool will have (sandbox/scale.py), counted on the controller.
         cores = len(os.sched_getaffinity(0))
-        slots = pool.cpu_slots(pool.default_shares(settings.cores_per_script, workers))
+        slots = pool.cpu_slots(pool.default_shares(box.cores_per_script, workers))
         shares = [len(slot.cpus) for slot in slots]
         each = f"{min(shares)}" if min(shares) == max(shares) else f"{min(shares)}-{max(shares)}"
         lines.append(
@@ -76,17 +78,11 @@ def _num(value: float | None, spec: str) -> str:
 
 
 def _table(tr: pytest.TerminalReporter, header: list[str], rows: list[list[str]], left: int = 1) -> None:
-    """Columns sized to fit; the first ``left`` columns align left, numbers right."""
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-
-    def fmt(row: list[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        )
-
-    tr.write_line(fmt(header).rstrip(), bold=True)
-    for row in rows:
-        tr.write_line(fmt(row).rstrip())
+    """Columns sized to fit (``table.align``), the header in bold."""
+    first, *lines = align(header, rows, left=left)
+    tr.write_line(first, bold=True)
+    for line in lines:
+        tr.write_line(line)
 
 
 def write_summary(tr: pytest.TerminalReporter, summary: dict[str, Any], files: Mapping[str, str]) -> None:
@@ -170,25 +166,5 @@ def write_comparison(tr: pytest.TerminalReporter, comparison: Mapping[str, Any],
     not be compared and why."""
     margin = comparison.get("margin", 0.0)
     tr.write_sep("=", f"weirdml comparison with {comparison.get('baseline') or 'the baseline'} (margin {margin:g})")
-    if comparison.get("refused"):
-        tr.write_line(str(comparison["refused"]), red=True)
-    rows = comparison.get("rows", [])
-    if rows:
-        header, *lines = table_lines(rows)
-        tr.write_line(header, bold=True)
-        for line in lines:
-            tr.write_line(line, red=line.endswith("REGRESSION"), green=line.endswith("improvement"))
-    for item in refused_items:
-        tr.write_line(f"not run, the baseline was made under other conditions: {item}", red=True)
-    if comparison.get("only_in_baseline"):
-        tr.write_line(f"only in the baseline (not compared): {', '.join(comparison['only_in_baseline'])}")
-    if comparison.get("only_now"):
-        tr.write_line(f"not in the baseline (not compared): {', '.join(comparison['only_now'])}")
-    for note in comparison.get("notes", []):
-        tr.write_line(f"note: {note}", yellow=True)
-    regressions = comparison.get("regressions", [])
-    if regressions:
-        listed = ", ".join(f"{r['model']} / {r['task']} ({r['delta']:+.3f})" for r in regressions)
-        tr.write_line(f"{len(regressions)} regression(s) against the baseline: {listed}", red=True, bold=True)
-    elif rows and not comparison.get("refused") and not refused_items:
-        tr.write_line("no regression against the baseline", green=True)
+    for line, style in comparison_lines(comparison, refused_items):
+        tr.write_line(line, **style)

@@ -135,7 +135,12 @@ def test_sessions_of_different_protocols_are_never_merged(
     other = tmp_path / "informed"
     other.mkdir()
     lines = (where / "records.jsonl").read_text().splitlines()
-    changed = [json.dumps({**json.loads(line), "protocol": "informed", "session": "other"}) for line in lines]
+    changed = []
+    for line in lines:
+        record = {**json.loads(line), "session": "other"}
+        if record["kind"] == "run_start":
+            record["plan"] = {**record["plan"], "protocol": "informed"}
+        changed.append(json.dumps(record))
     (other / "records.jsonl").write_text("\n".join(changed) + "\n")
     result = subprocess.run(
         [sys.executable, "-m", "pytest_weirdml.report", str(where), str(other), "-o", str(tmp_path / "out")],

@@ -33,7 +33,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from pytest_weirdml.sandbox import size_text
+from pytest_weirdml.sandbox import ExecResult, Limits, size_text
+from pytest_weirdml.sandbox._output import capture_note
 
 PREFIX = "weirdml-run-"
 RESULTS = "results"
@@ -320,3 +321,42 @@ def _kind_at(name: str, dir_fd: int) -> str:
         return _kind(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except OSError as exc:
         return "unreadable" if exc.errno != errno.ENOENT else "gone"
+
+
+def run_result(
+    work: RunDir,
+    limits: Limits,
+    *,
+    exit_code: int | None,
+    timed_out: bool,
+    duration_s: float,
+    output: str,
+    output_bytes: int,
+    out_of_memory: bool = False,
+    over_cap: bool = False,
+) -> ExecResult:
+    """What every backend returns for a finished run: the harness's notes (time limit, memory,
+    a full results/, a capped capture) in one wording, and the predictions read through ``work``."""
+    results_full = over_cap or work.full()
+    notes = []
+    if timed_out:
+        notes.append(f"harness: killed after the time limit of {limits.time_s:g} s")
+    if out_of_memory:
+        notes.append(f"harness: a process was killed: out of memory (limit {size_text(limits.memory_bytes)})")
+    if results_full:
+        notes.append(work.full_note() + (" (the run was stopped for it)" if over_cap else ""))
+    if output_bytes > limits.output_bytes:
+        notes.append(capture_note(output_bytes, limits.output_bytes))
+    predictions, problem = work.read_predictions()
+    return ExecResult(
+        exit_code=None if timed_out else exit_code,
+        timed_out=timed_out,
+        duration_s=duration_s,
+        output=output,
+        output_bytes=output_bytes,
+        predictions=predictions,
+        notes=tuple(notes),
+        predictions_problem=problem,
+        out_of_memory=out_of_memory,
+        results_full=results_full,
+    )
