@@ -24,6 +24,7 @@ from pytest_weirdml import option_types, options
 from pytest_weirdml.loop import LoopSettings
 from pytest_weirdml.models import Catalog
 from pytest_weirdml.models.pool import ModelPool
+from pytest_weirdml.models.queue import DEFAULT_TIMEOUT_S as DEFAULT_ANSWER_TIMEOUT_S
 from pytest_weirdml.protocol import PROTOCOLS, PUBLISHED
 from pytest_weirdml.sandbox import RESULTS_CAP_BYTES, Limits, leases
 from pytest_weirdml.sandbox.choose import sandbox_names
@@ -90,6 +91,8 @@ class Settings:
     cache_dir: Path | None = None
     # None: every task's own seed. A session run with ``random`` holds the seed that was drawn.
     data_seed: int | None = None
+    # How long the human and queue:DIR models wait for each answer (the model pool's part).
+    answer_timeout_s: float = DEFAULT_ANSWER_TIMEOUT_S
 
     @property
     def session_dir(self) -> Path:
@@ -179,6 +182,7 @@ def settings_from(
         catalog=_catalog(config),
         cache_dir=_response_cache(config),
         data_seed=data_seed if data_seed is not None else draw_data_seed(_seed_choice(config)),
+        answer_timeout_s=opt.weirdml_answer_timeout,
     )
 
 

@@ -44,6 +44,20 @@ def seconds(flag_name: str) -> Callable[[str], float]:
     return parse
 
 
+def answer_timeout(flag_name: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        # nan never fires and inf is no timeout: a finite wait is what catches a dead answerer.
+        if not 0.0 < value <= 30 * 86400:
+            raise argparse.ArgumentTypeError(f"{flag_name} must be seconds, above 0 and at most 30 days, got {text!r}")
+        return value
+
+    return parse
+
+
 def gpus(text: str) -> tuple[str, ...]:
     try:
         return leases.parse(text)

@@ -13,7 +13,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pytest_weirdml.option_types import data_seed, existing_file, fraction, gpus, margin, seconds, size, whole
+from pytest_weirdml.models.queue import DEFAULT_TIMEOUT_S as DEFAULT_ANSWER_TIMEOUT_S
+from pytest_weirdml.option_types import (
+    answer_timeout,
+    data_seed,
+    existing_file,
+    fraction,
+    gpus,
+    margin,
+    seconds,
+    size,
+    whole,
+)
 from pytest_weirdml.protocol import PROTOCOLS
 
 PLUGIN = "--weirdml-"
@@ -38,6 +49,7 @@ def add_model_options(add: AddOption, prefix: str = PLUGIN) -> None:
         default=[],
         metavar="NAME[,NAME]",
         help="model(s) to benchmark, comma-separated or repeated: reference, baseline, replay:PATH, "
+        "queue:DIR (an outside program answers request files in DIR), human (a person answers), "
         "an alias from the models config (claude, gpt, gemini, ...) or PROVIDER:MODEL-ID with PROVIDER "
         "one of anthropic, openai, google, openai-compatible. Default: none (task items are skipped).",
     )
@@ -72,6 +84,15 @@ def add_model_options(add: AddOption, prefix: str = PLUGIN) -> None:
         default=None,
         metavar="DIR",
         help="where --weirdml-cache keeps answers (default: $XDG_CACHE_HOME/pytest-weirdml/responses).",
+    )
+    add(
+        flag(prefix, "answer-timeout"),
+        dest="weirdml_answer_timeout",
+        type=answer_timeout(flag(prefix, "answer-timeout")),
+        default=DEFAULT_ANSWER_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long the human and queue:DIR models wait for each answer before the run ends in an "
+        f"infrastructure error (default: {DEFAULT_ANSWER_TIMEOUT_S:.0f}, eight hours).",
     )
 
 

@@ -79,7 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def _model_pool(settings: Settings) -> ModelPool:
     """The process's model clients, every chosen one built now: a missing SDK or API key stops the
     session before any work."""
-    pool = ModelPool(settings.catalog, cache=settings.cache_dir)
+    pool = ModelPool(settings.catalog, cache=settings.cache_dir, answer_timeout_s=settings.answer_timeout_s)
     for name in settings.models:
         try:
             pool.get(name)

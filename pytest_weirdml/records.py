@@ -45,7 +45,9 @@ class Usage:
     lists the failed attempts before the answer, each ``{"attempt", "error", "wait_s"}``.
     ``stop_reason`` is why the provider says the answer ended, in its own words (``end_turn``,
     ``length``, ``MAX_TOKENS``); ``truncated`` that it ended at ``max_output_tokens``, the output
-    cap the call ran under (``None`` when the provider was given none).
+    cap the call ran under (``None`` when the provider was given none). ``think_s`` is the measured
+    time from writing a request to reading its answer, for a model answered from outside the
+    harness (``human``, ``queue:DIR``); ``None`` for the others.
     """
 
     input_tokens: int = 0
@@ -58,6 +60,7 @@ class Usage:
     stop_reason: str | None = None
     truncated: bool = False
     max_output_tokens: int | None = None
+    think_s: float | None = None
 
     def redacted(self) -> Usage:
         """A copy whose retry messages (a provider's error text) hold no secret."""

@@ -31,6 +31,9 @@ def header_lines(settings: Settings, workers: int, models: ModelPool) -> list[st
     ]
     names = []
     for name in settings.models:
+        if name.partition(":")[0] in ("queue", "human"):
+            names.append(f"{name} (answered through files, waiting up to {settings.answer_timeout_s:g} s per answer)")
+            continue
         if OFFLINE.get(name.partition(":")[0]) is not None:
             names.append(name)
             continue

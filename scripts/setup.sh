@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepares a fresh Debian machine for pytest-weirdml, and is safe to run again:
 #   - system packages: bubblewrap (the local sandbox), Fashion-MNIST, stockfish and WordNet (task data),
-#     chromium (the HTML report's browser test), docker.io and debootstrap (the Docker sandbox);
+#     chromium (the HTML report's browser test), docker.io and debootstrap (the Docker sandbox),
+#     tmux and vim-tiny (the human model's terminal test);
 #   - the sandbox's pinned packages (pytest_weirdml/sandbox/recipe/requirements.txt) and the plugin with its extras;
 #   - the local sandbox's own Python environment: exactly those packages, in a virtual environment
 #     under ~/.cache/pytest-weirdml/sandbox-env (reused while the list is unchanged);
@@ -12,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
-APT_PACKAGES=(bubblewrap dataset-fashion-mnist stockfish wordnet-base chromium docker.io debootstrap)
+APT_PACKAGES=(bubblewrap dataset-fashion-mnist stockfish wordnet-base chromium docker.io debootstrap tmux vim-tiny)
 if ! dpkg -s "${APT_PACKAGES[@]}" >/dev/null 2>&1; then
     $SUDO apt-get update -q
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${APT_PACKAGES[@]}"

@@ -2,7 +2,7 @@
 
     python tools/plot_digits_shift.py [--per-style 4]
 
-One row per digit: a few training pictures of each training style (typeface, handwriting,
+One row per digit: a few training pictures of each training style (typeface, pen strokes,
 pixel characters), then test pictures (7-segment displays, framed thick) sorted by their hidden
 labels, which is why this tool is for task authors only.
 """
@@ -21,7 +21,7 @@ import numpy as np
 from pytest_weirdml.tasks import build_data, load_task
 
 ROOT = Path(__file__).resolve().parents[1]
-STYLES = ("typeface", "hand", "pixels")
+STYLES = ("typeface", "strokes", "pixels")
 
 
 def main() -> int:

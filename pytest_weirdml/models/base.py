@@ -3,9 +3,10 @@
 A model gets the conversation so far and returns its text with a ``records.Usage`` (tokens,
 cost, latency, retries), which goes unchanged into the iteration record.
 
-``OFFLINE`` holds the models that need no network (``reference``, ``baseline``, ``replay:PATH``),
-each a factory of the text after its ``NAME:`` prefix; ``PROVIDERS`` the API providers, each a
-``ProviderModel`` class built from a ``ModelConfig``. Both discover the modules of this package.
+``OFFLINE`` holds the models that need no network (``reference``, ``baseline``, ``replay:PATH``,
+``queue:DIR``, ``human``), each a factory of the text after its ``NAME:`` prefix; ``PROVIDERS``
+the API providers, each a ``ProviderModel`` class built from a ``ModelConfig``. Both discover
+the modules of this package.
 """
 
 from __future__ import annotations

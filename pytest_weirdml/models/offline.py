@@ -1,6 +1,8 @@
-"""Models that need no network: the reference solution, the prompt's example, and replays.
+"""Models that need no network: the reference solution, the prompt's example, replays, and the
+models answered through files (``queue:DIR``, ``human``).
 
-They call no API, so their answers cost nothing (a known zero, not an unknown price).
+They call no API, so their answers cost nothing (a known zero, not an unknown price); only what
+an outside agent on the queue spends is unknown to the harness.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from pathlib import Path
 from pytest_weirdml.errors import ModelError
 from pytest_weirdml.extract import code_blocks
 from pytest_weirdml.models.base import OFFLINE, Model, Request, Response, label
+from pytest_weirdml.models.human import HumanModel
+from pytest_weirdml.models.queue import QueueModel
 from pytest_weirdml.records import IterationRecord, Usage
 from pytest_weirdml.session import read_records
 
@@ -91,7 +95,10 @@ class ReplayModel(Model):
         return Response(self._by_key[key], FREE)
 
 
-# Each factory gets the text after "NAME:" (only replay takes one).
+# Each factory gets the text after "NAME:". The models answered from outside the harness (through
+# files, by an agent or a person) live in queue.py and human.py and are registered here, after these.
 OFFLINE.add("reference", lambda _arg: ReferenceModel())
 OFFLINE.add("baseline", lambda _arg: BaselineModel())
 OFFLINE.add("replay", ReplayModel, usage="replay:PATH")
+OFFLINE.add("queue", QueueModel, usage="queue:DIR")
+OFFLINE.add("human", HumanModel, usage="human[:DIR]")

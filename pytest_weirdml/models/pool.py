@@ -15,11 +15,15 @@ from pytest_weirdml.models import Catalog, Model, resolve
 
 
 class ModelPool:
-    """Clients by model spec, built by ``models.resolve`` with the session's catalog and cache."""
+    """Clients by model spec, built by ``models.resolve`` with the session's catalog, cache and
+    answer timeout."""
 
-    def __init__(self, catalog: Catalog | None = None, *, cache: Path | None = None) -> None:
+    def __init__(
+        self, catalog: Catalog | None = None, *, cache: Path | None = None, answer_timeout_s: float | None = None
+    ) -> None:
         self.catalog = catalog
         self.cache = cache
+        self.answer_timeout_s = answer_timeout_s
         self._clients: dict[str, Model] = {}
         self._lock = threading.Lock()
         # How many clients this pool built, per spec (a test counts them).
@@ -30,7 +34,8 @@ class ModelPool:
         with self._lock:
             model = self._clients.get(spec)
             if model is None:
-                model = self._clients[spec] = resolve(spec, self.catalog, cache=self.cache)
+                model = resolve(spec, self.catalog, cache=self.cache, answer_timeout_s=self.answer_timeout_s)
+                self._clients[spec] = model
                 self.built[spec] = self.built.get(spec, 0) + 1
             return model
 

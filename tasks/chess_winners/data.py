@@ -33,9 +33,18 @@ N_TRAIN = 1000
 N_TEST = 1000
 TRUNCATE_P = 0.5
 MAX_PLIES = 400
-RESIGN_P = 0.2  # chance per move to resign once far enough behind
-FLAG_P = 0.55  # share of games with a clock that runs out at a random move
+RESIGN_P = 0.05  # chance per move to resign once far enough behind
+RESIGN_SHOCK_P = 0.2  # the same, right after a blow that lost SHOCK pawns or more
+SHOCK = 3
+RESIGN_AT = (3.0, 10.0)  # range of the material deficit (pawns) at which a player resigns
+NEVER_RESIGN_P = 0.05  # share of players who play on to the end
+FLAG_P = 0.8  # share of games with a clock that runs out at a random move
+FLAG_PLIES = (44, 150)  # range of the ply at which that clock runs out
 WHITE_EDGE = 0.05
+# chess_blunders plays its positions with _player and WHITE_EDGE: what only this task's endings
+# need is drawn in play_game, so that chess_blunders' games stay as they are.
+RESULT_EDGE = 0.03  # white's extra edge in the games played for their result
+AGREE_P = 0.08  # chance per move to agree a draw in a level endgame
 
 # Centipawn values by piece type (index 0 unused, 6 = king).
 VALUE = (0, 100, 320, 330, 500, 900, 0)
@@ -127,6 +136,10 @@ def _player(rng: random.Random, strength: float) -> Player:
         p_greed=0.45 + 0.45 * s,
         resign_at=resign_at,
     )
+
+
+def _resign_at(rng: random.Random) -> float:
+    return math.inf if rng.random() < NEVER_RESIGN_P else rng.uniform(*RESIGN_AT)
 
 
 def _material(board: chess.Board, color: bool) -> int:
@@ -343,13 +356,16 @@ def play_game(seed_words: tuple[int, ...]) -> tuple[list[str], int, str]:
     rng = random.Random(int(np.random.SeedSequence(seed_words).generate_state(2, np.uint64)[0]))
     base = rng.betavariate(2.0, 2.0)
     # A small edge for white stands in for the first-move advantage seen in real games.
-    white = _player(rng, base + WHITE_EDGE + rng.gauss(0.0, 0.18))
+    white = _player(rng, base + WHITE_EDGE + RESULT_EDGE + rng.gauss(0.0, 0.18))
     black = _player(rng, base + rng.gauss(0.0, 0.18))
+    # Weak players resign at a moderate deficit, and some never do.
+    white, black = (p._replace(resign_at=_resign_at(rng)) for p in (white, black))
     book_plies = rng.randint(0, 10)
     # Some games are blitz games that one side loses on time at a random point.
-    flag_ply = rng.randint(50, 180) if rng.random() < FLAG_P else MAX_PLIES
+    flag_ply = rng.randint(*FLAG_PLIES) if rng.random() < FLAG_P else MAX_PLIES
     board = chess.Board()
     san: list[str] = []
+    last_deficit = {chess.WHITE: 0, chess.BLACK: 0}  # each side's deficit on its previous turn
     while True:
         us = board.turn
         player = white if us == chess.WHITE else black
@@ -369,19 +385,21 @@ def play_game(seed_words: tuple[int, ...]) -> tuple[list[str], int, str]:
                 return san, DRAW, "time"
             return san, winner, "time"
         deficit = _material(board, not us) - _material(board, us)
-        # Players resign over material already lost or about to be lost (a piece that hangs).
-        # A hanging piece counts half: it may still be saved.
-        # Early in a game players rarely give up; the urge grows smoothly with the move number.
+        # Players resign over material already lost or about to be lost (a piece that hangs
+        # counts half: it may still be saved), most often at once after the blow that lost it;
+        # early in a game they rarely give up, and the urge to resign later grows with the move.
+        shock = deficit - last_deficit[us] >= SHOCK
+        last_deficit[us] = deficit
         if (
-            board.ply() >= 24
+            board.ply() >= 30
             and deficit >= 2
             and deficit + 4.5 >= player.resign_at
             and deficit + _threat(board, us) / 200 >= player.resign_at
-            and rng.random() < RESIGN_P * min(1.0, (board.ply() - 24) / 60)
+            and rng.random() < (RESIGN_SHOCK_P if shock else RESIGN_P * min(1.0, (board.ply() - 30) / 60))
         ):
             return san, winner, "resign"
         # Level endgames are sometimes agreed drawn.
-        if board.ply() >= 40 and abs(deficit) <= 1 and _material(board, us) <= 20 and rng.random() < 0.03:
+        if board.ply() >= 40 and abs(deficit) <= 1 and _material(board, us) <= 20 and rng.random() < AGREE_P:
             return san, DRAW, "agreed"
         book: set[str] = set()
         if len(san) < book_plies:

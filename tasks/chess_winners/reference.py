@@ -13,8 +13,10 @@ import os
 import time
 from pathlib import Path
 
-# One thread per tree fit: on 1000 rows OpenMP gains nothing and spins badly on a busy CPU.
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+# One thread per tree fit: on 1000 rows OpenMP gains nothing and spins badly on a busy CPU (a
+# fit that takes a second alone took over 100 s on two cores shared with other work). Set, not
+# defaulted: the sandbox sets OMP_NUM_THREADS to its core count.
+os.environ["OMP_NUM_THREADS"] = "1"
 
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingClassifier

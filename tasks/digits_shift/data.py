@@ -1,10 +1,10 @@
 """Data builder for digits_shift: tiny coloured digits 1..6, tested on a drawing style never trained on.
 
 The pictures come from the digits_unsup renderer (imported from tasks/digits_unsup/data.py):
-15x7 colour images of one digit drawn in one of four families (a typeface, hand-drawn
-strokes, 7-segment displays, a 3x5 bitmap font) with random size, slant, rotation, offset,
+15x7 colour images of one digit drawn in one of four families (a typeface, jittered
+pen-stroke templates, 7-segment displays, a 3x5 bitmap font) with random size, slant, rotation, offset,
 stroke width, colours, background and noise. The training pictures use every family but
-``test_style`` and show dark ink on a lighter background (print and handwriting); the test
+``test_style`` and show dark ink on a lighter background (print and pen strokes); the test
 pictures use only ``test_style`` and show a digit lighter than its background (a lit display).
 Colours are drawn as digits_unsup draws them and redrawn until the brightness order holds.
 Digits are drawn uniformly in both sets; the family of each training picture is public.

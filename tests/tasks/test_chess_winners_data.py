@@ -129,7 +129,7 @@ def test_mate_and_label_agree(data: TaskData, replays: dict[str, list[Replay]]) 
                 assert label == (1 if game.plies % 2 == 1 else 2)
             if game.final.is_stalemate() or game.final.is_insufficient_material():
                 assert label == 0
-    # About 40% of games end in mate and half of those keep their mating move.
+    # About 30% of games end in mate (data version 3) and half of those keep their mating move.
     assert 0.1 < n_mates / (2 * N_GAMES) < 0.35
 
 

@@ -5,6 +5,9 @@ predict, the label encoding, the output path and an example script; it gives no 
 no class shares, no key insight and no hint on how to solve the task (docs/protocol.md). Each
 task below lists the facts its prompt must state and the hints that were removed from it, so a
 hint creeping back fails here. The stated shapes and dtypes are checked against the built data.
+
+The project's own tasks (OWN_FACTS, at the end) follow the same rule: each lists what its prompt
+must state and the phrases that would give its hidden structure away.
 """
 
 from __future__ import annotations
@@ -284,3 +287,261 @@ def test_stated_shapes_and_dtypes_are_those_of_the_data(task: str, built: Callab
         assert answers.shape == (1000, 9)
     else:
         assert answers.ndim == 1 and f"{len(answers)}" in spec.prompt
+
+
+# The project's own tasks: each prompt says what the data is and what to predict, and never the
+# structure the task hides (what makes the label, how the data was disguised, how the test data
+# differs, what tells the candidates apart). Each task lists phrases its prompt must state and
+# patterns it must not contain; the titles are part of the prompt.
+class OwnFacts(NamedTuple):
+    required: tuple[str, ...]
+    forbidden: tuple[str, ...]
+
+
+SENTENCES_REQUIRED = (
+    "an english sentence that defines a noun",
+    "wordnet",
+    "0 | animal",
+    "7 | time",
+    "has been encoded",
+    "`data/train_sentences.txt`: 2000 lines of utf-8 text",
+    "int64 array of shape (2000,)",
+    "`data/test_sentences.txt`: 1000 lines",
+    "in the order of the lines of `test_sentences.txt`",
+)
+SENTENCES_FORBIDDEN = (
+    r"shift",
+    r"caesar",
+    r"rot-?13",
+    r"rotat",
+    r"alphabet",
+    r"\bletters?\b",
+    r"cipher",
+    r"substitut",
+    r"replaced",
+    r"frequenc",
+    r"\bcode\b",
+    r"0 (to|\.\.) 25",
+    r"\b26\b",
+    r"wrap",
+    r"(each|every|per) sentence (separately|of its own)",
+    r"a (number|key) of its own",
+    r"places (further|along)",
+    r"capital",
+)
+OWN_FACTS = {
+    "hidden_parity": OwnFacts(
+        (
+            "colour picture of 32 x 32 pixels",
+            "one outlined shape, one short bar and a few small dots",
+            "one of two classes, 0 and 1",
+            "(2000, 32, 32, 3) | uint8",
+            "(1000, 32, 32, 3) | uint8",
+            "(2000,) | int64",
+            "in the order of `data/test_data.npy`",
+        ),
+        (
+            r"parit",
+            r"\bxor\b",
+            r"exclusive",
+            r"\bodd\b",
+            r"\beven\b",
+            r"yes/no",
+            r"propert",
+            r"how many",
+            r"number of (the )?dots",
+            r"\bcount",
+            r"\bwarm",
+            r"\bcool",
+            r"\brings?\b",
+            r"\bcircles?\b",
+            r"\bsquares?\b",
+            r"\bhue",
+            r"combination",
+            r"hidden (bit|rule|parity|propert)",
+            r"distractor",
+            r"nothing to do with",
+        ),
+    ),
+    "sentence_topics": OwnFacts(SENTENCES_REQUIRED, SENTENCES_FORBIDDEN),
+    "sentence_topics_bag": OwnFacts(
+        (*SENTENCES_REQUIRED, "put in a random order"),
+        SENTENCES_FORBIDDEN,
+    ),
+    "digits_shift": OwnFacts(
+        (
+            "15 pixels high and 7 pixels wide",
+            "one digit from 1 to 6",
+            # The brightness order flips between the sets, and the prompt says so (tasks/digits_shift/README.md).
+            "in every training picture the digit is darker than its background",
+            "in every test picture it is lighter than its background",
+            "printed in a typeface, traced with pen-like strokes along a digit's path, or as blocky pixel characters",
+            "0 typeface, 1 pen strokes, 2 pixel characters",
+            "one further way, which no training picture uses",
+            "(6000, 15, 7, 3) | uint8",
+            "(1000, 15, 7, 3) | uint8",
+            "in the order of `test_data.npy`",
+        ),
+        (
+            r"segment",
+            r"display",
+            r"\blit\b",
+            r"\bled\b",
+            r"calculator",
+            r"digital clock",
+            r"\bhand",  # the pen-stroke digits are templates with jitter, not handwriting
+            r"written",
+            r"invert",
+            r"\bnegative",
+            r"dark ink",
+            r"may be darker or lighter",  # untrue of our data
+        ),
+    ),
+    "patch_match": OwnFacts(
+        (
+            "28x28 pixels",
+            "an 8x8 square has been cut out and set to 0",
+            "5 candidate 8x8 patches",
+            "exactly one candidate is the square that was cut out of this picture",
+            "float32 array of shape (2000, 28, 28)",
+            "int64 array of shape (2000, 2)",
+            "float32 array of shape (2000, 5, 8, 8)",
+            "the index (0 to 4) of the candidate",
+        ),
+        (
+            r"same place",
+            r"same (position|spot|location)",
+            r"same (kind|class|category|type)",
+            r"similar",
+            r"nearest",
+            r"neighbou?r",
+            r"look(s)? alike",
+            r"\bseams?\b",
+            r"\bedges?\b",
+            r"continu",
+            r"surround",
+            r"brightness",
+            r"texture",
+        ),
+    ),
+    "sequence_rules": OwnFacts(
+        (
+            "a sequence of 12 integers",
+            "one of 8 rules",
+            "(1600, 12) | int64",
+            "(1000, 12) | int64",
+            "in the order of `data/test_data.npy`",
+        ),
+        (
+            r"random walk",
+            r"periodic",
+            r"repeat",
+            r"quadratic",
+            r"geometric",
+            r"residue",
+            r"remainder",
+            r"modul",
+            r"\bprimes?\b",
+            r"digit ?sum",
+            r"sum of (the|its) digits",
+            r"differences?",
+            r"\bratios?\b",
+            r"arithmetic",
+            r"carries no meaning",
+        ),
+    ),
+    "shapes_crowd": OwnFacts(
+        (
+            "cloud of points in the plane",
+            "one, two or three shapes",
+            "circle, square, triangle, pentagon and star",
+            "float32 array of shape (p, 2)",
+            "int64 array of shape (2000, 5)",
+            "the accuracy over all 5000 entries",
+        ),
+        (*SHAPES_FORBIDDEN[:1], r"\bclumps?\b", r"\bdense\b", r"\bsparse\b", r"\bgaps?\b", r"jitter", r"30\s*%"),
+    ),
+    "splash_rules": OwnFacts(
+        (
+            "64 by 64 pixels",
+            "one splash of paint on paper",
+            "one of four rules, numbered 0 to 3",
+            "uint8 array of shape (2000, 64, 64, 3)",
+            "int64 array of shape (2000,)",
+        ),
+        (
+            r"symmetr",
+            r"mirror",
+            r"fold",
+            r"flick",
+            r"spinner",
+            r"half a turn",
+            r"third of a turn",
+            r"rotation",
+            r"opposite",
+            r"copies",
+            r"\bpairs?\b",
+            r"\bangles?\b",
+            r"direction",
+        ),
+    ),
+    "chess_blunders": OwnFacts(
+        (
+            "a position from a chess game between simulated weak players",
+            "stockfish 15.1 searching to depth 8",
+            "at least 200 centipawns",
+            "`train_positions.csv`: 1000 rows",
+            "int64 array, shape `(1000,)`",
+            "`test_positions.csv`: 1000 more rows",
+        ),
+        (
+            r"half the time",
+            r"random legal move",
+            r"uniformly",
+            r"depth 4",
+            r"hang",
+            r"\bcaptur",
+            r"material",
+            r"\b0\.65\b",
+        ),
+    ),
+}
+
+
+@pytest.fixture(params=sorted(OWN_FACTS))
+def own_task(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def test_every_own_task_is_covered() -> None:
+    all_tasks = {p.parent.name for p in TASKS_DIR.glob("*/task.toml")}
+    assert set(OWN_FACTS) == all_tasks - set(FACTS)
+
+
+def test_own_prompt_says_what_the_data_is(own_task: str) -> None:
+    spec = load_task(TASKS_DIR / own_task)
+    text = normalised(spec.prompt)
+    missing = [fact for fact in OWN_FACTS[own_task].required if normalised(fact) not in text]
+    assert not missing, f"{own_task}/prompt.md no longer states: {missing}"
+    for name in spec.public_files:
+        assert f"`{name}`" in spec.prompt or f"`data/{name}`" in spec.prompt, name
+    assert "np.savetxt('results/test_preds.txt', preds, fmt='%d')" in prose(spec.prompt)
+
+
+def test_own_prompt_hides_the_structure(own_task: str) -> None:
+    text = normalised(load_task(TASKS_DIR / own_task).prompt)
+    patterns = COMMON_FORBIDDEN + OWN_FACTS[own_task].forbidden
+    found = [p for p in patterns if re.search(p, text, flags=re.I)]
+    assert not found, f"{own_task}/prompt.md gives away what the task hides: {found}"
+
+
+def test_own_example_script_loads_every_file_and_saves_int_predictions(own_task: str) -> None:
+    spec = load_task(TASKS_DIR / own_task)
+    assert spec.prompt.count("```") == 2 and spec.prompt.count("```python\n") == 1
+    (script,) = code_blocks(spec.prompt)
+    for name in spec.public_files:
+        assert f"data/{name}" in script, f"the example does not load {name}"
+    lines = script.strip().splitlines()
+    assert "preds = preds.astype(np.int64)" in lines
+    assert SAVETXT.fullmatch(lines[-1])
+    compile(script, f"{own_task}/prompt.md", "exec")

@@ -72,7 +72,10 @@ def test_specs() -> None:
         assert spec.builder == TASKS_DIR / "sentence_topics" / "data.py"
         assert spec.reference_path.is_file()
         assert spec.prompt.count("```python") == 1 and spec.prompt.count("```") == 2
-        assert "wordnet" in spec.prompt.lower() and "0 to 25" in spec.prompt
+        # The prompt says the text is encoded and never how (issue 24; test_prompts.py lists the
+        # phrases it must not contain, "0 to 25" among them).
+        assert "wordnet" in spec.prompt.lower() and "has been encoded" in spec.prompt
+        assert "0 to 25" not in spec.prompt and "shift" not in spec.prompt.lower()
     assert dict(plain.params) == {"shuffle_words": False}
     assert dict(shuffled.params) == {"shuffle_words": True}
     assert set(plain.markers) == {"text", "sentences"}

@@ -1,0 +1,136 @@
+"""A person as the model: ``human`` (or ``human:DIR``).
+
+The queue protocol (``models/queue.py``) with a person at the other end. Each request is also
+written as readable Markdown, ``DIR/<id>.request.md`` (the system prompt, the task prompt, the
+earlier answers and the feedback so far), and announced on the terminal (``/dev/tty``, which
+pytest's output capture leaves alone, also under xdist; standard error when there is no
+terminal). The person saves the answer to ``DIR/<id>.answer.md`` with any editor; or, when the
+terminal is interactive and ``$EDITOR`` is set, the harness opens ``$EDITOR`` on a draft that
+holds the request above a marker line, and what the person writes below the line is the answer.
+The clock runs from writing the request to reading the answer (``Usage.think_s``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from filelock import FileLock
+
+from pytest_weirdml.models.base import Request
+from pytest_weirdml.models.queue import ANSWER_CAP_BYTES, QueueModel, Ticket, decode_answer, read_answer
+
+DEFAULT_DIR = "weirdml-human"
+MARKER = "<!-- Write your answer below this line. Everything above it is left out. -->"
+
+
+def render(request: Request, ticket: Ticket, settle_s: float) -> str:
+    """The request as a person reads it."""
+    head = [
+        f"# WeirdML task {request.task.name}: run {request.run}, submission {request.iteration}",
+        "",
+        "Save your answer (Markdown, with your whole script in one ```python block) to",
+        "",
+        f"    {ticket.answer}",
+        "",
+        f"The clock runs from {ticket.written_at:%Y-%m-%d %H:%M:%S} UTC until your answer is read, once the "
+        f"file has not changed for {settle_s:g} s. The harness waits until {ticket.deadline:%Y-%m-%d %H:%M:%S} UTC.",
+    ]
+    sections = []
+    for index, message in enumerate(request.messages):
+        if message.role == "system":
+            title = "System prompt"
+        elif index == 1:
+            title = "Task"
+        elif message.role == "assistant":
+            title = f"Your answer {index // 2}"
+        else:
+            title = f"Feedback on submission {index // 2}"
+        sections.append(f"## {title}\n\n{message.content.rstrip()}\n")
+    return "\n".join(head) + "\n\n" + "\n".join(sections)
+
+
+@contextlib.contextmanager
+def terminal() -> Iterator[int | None]:
+    """A descriptor of the controlling terminal, or None when there is none."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        yield None
+        return
+    try:
+        yield fd if os.isatty(fd) else None
+    finally:
+        os.close(fd)
+
+
+def announce(text: str) -> None:
+    with terminal() as tty:
+        if tty is not None:
+            os.write(tty, f"\n{text}\n".replace("\n", "\r\n").encode())
+        else:
+            sys.stderr.write(f"\n{text}\n")
+            sys.stderr.flush()
+
+
+class HumanModel(QueueModel):
+    """Each request as a Markdown file and a line on the terminal; the answer from a file or ``$EDITOR``."""
+
+    kind = "human"
+    # A person calls no API.
+    cost_usd: float | None = 0.0
+
+    def __init__(self, directory: str = "", **options: Any) -> None:
+        super().__init__(directory or DEFAULT_DIR, name=None if directory else "human", **options)
+
+    def submit(self, request: Request) -> Ticket:
+        ticket = super().submit(request)
+        shown = ticket.request.with_name(f"{ticket.id}.request.md")
+        shown.write_text(render(request, ticket, self.settle_s), encoding="utf-8")
+        announce(
+            f"weirdml human: task {request.task.name}, run {request.run}, submission {request.iteration}: "
+            f"read {shown}\nand save your answer to {ticket.answer} (waiting until {ticket.deadline:%H:%M} UTC)"
+        )
+        return ticket
+
+    def answer(self, ticket: Ticket, clock: float) -> tuple[str, bool]:
+        editor = os.environ.get("EDITOR", "").strip()
+        if editor:
+            drafted = self._edit(ticket, editor)
+            if drafted is not None:
+                return drafted
+        return super().answer(ticket, clock)
+
+    def _edit(self, ticket: Ticket, editor: str) -> tuple[str, bool] | None:
+        """Open ``$EDITOR`` on a draft (one request at a time on the terminal); the answer written
+        below the marker, or None (no terminal, no editor, nothing written: wait for the file)."""
+        shown = ticket.request.with_name(f"{ticket.id}.request.md")
+        draft = ticket.request.with_name(f"{ticket.id}.draft.md")
+        prefix = shown.read_text(encoding="utf-8") + f"\n{MARKER}\n\n"
+        with FileLock(self.directory / ".terminal.lock"), terminal() as tty:
+            if tty is None:
+                return None
+            draft.write_text(prefix, encoding="utf-8")
+            try:
+                subprocess.run([*shlex.split(editor), str(draft)], stdin=tty, stdout=tty, stderr=tty, check=False)
+            except OSError as exc:
+                announce(f"weirdml human: cannot start $EDITOR ({editor}: {exc.strerror}); save the answer instead")
+                return None
+        if ticket.answer.exists():  # saved there from elsewhere meanwhile
+            return None
+        data, cut = read_answer(draft, cap=ANSWER_CAP_BYTES + len(prefix.encode()))
+        text = decode_answer(data)
+        text = text.split(MARKER, 1)[1] if MARKER in text else text
+        if not text.strip():
+            announce(f"weirdml human: nothing written below the line of {draft}; save your answer to {ticket.answer}")
+            return None
+        part = ticket.answer.with_name(f".{ticket.answer.name}.part")
+        part.write_text(text.lstrip("\n"), encoding="utf-8")
+        os.replace(part, ticket.answer)
+        data, over = read_answer(ticket.answer)
+        return decode_answer(data), cut or over
