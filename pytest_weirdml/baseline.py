@@ -29,7 +29,9 @@ A finished session directory serves as a baseline too: the same data is read fro
 
 A difference is a **regression** when its whole 95% bootstrap interval lies below ``-margin``,
 an **improvement** when it lies above ``+margin``; identical scores on both sides give an
-interval of zero width at zero, which is neither.
+interval of zero width at zero, which is neither. A model with runs that were not scored (a
+harness error, a session that ended first) is **incomplete**, never "same": its dropped runs
+might have been its worst, so the gate does not pass it.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_weirdml import __version__, stats
+from pytest_weirdml import __version__, schema, stats
 from pytest_weirdml.records import RunPlan, RunRecord
 from pytest_weirdml.session import SessionDir
 
@@ -96,6 +98,7 @@ class Cell:
     conditions: Conditions
     sandbox: str = ""
     hardware: str = ""
+    isolation: str = ""
 
 
 @dataclass
@@ -107,6 +110,8 @@ class Baseline:
     generator: str = ""
     sessions: list[str] = field(default_factory=list)
     source: str = ""
+    # model -> runs of the sessions that were not scored (only for sessions read from records).
+    unscored: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_runs(
@@ -125,7 +130,9 @@ class Baseline:
             tasks = baseline.cells.setdefault(run["model"], {})
             cell = tasks.get(run["task"])
             if cell is None:
-                cell = tasks[run["task"]] = Cell([], conditions, run.get("sandbox", ""), run.get("hardware", ""))
+                cell = tasks[run["task"]] = Cell(
+                    [], conditions, run.get("sandbox", ""), run.get("hardware", ""), run.get("isolation", "")
+                )
             elif cell.conditions != conditions:
                 where = f"{run['model']} on {run['task']}"
                 raise BaselineError(
@@ -137,6 +144,10 @@ class Baseline:
                 sessions[run["session"]] = None
         baseline.sessions = list(sessions)
         return baseline
+
+    def isolations(self) -> list[str]:
+        """How the scripts behind these scores were isolated (``unknown`` where no one said)."""
+        return sorted({cell.isolation or "unknown" for tasks in self.cells.values() for cell in tasks.values()})
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -152,6 +163,7 @@ class Baseline:
                         "conditions": asdict(cell.conditions),
                         "sandbox": cell.sandbox,
                         "hardware": cell.hardware,
+                        "isolation": cell.isolation,
                     }
                     for task, cell in sorted(tasks.items())
                 }
@@ -176,6 +188,10 @@ class Baseline:
                 f"{where}: baseline format version {raw.get('version')!r}; this plugin reads version {VERSION}"
             )
         try:
+            schema.check_baseline_models(raw.get("models"))
+        except ValueError as exc:
+            raise BaselineError(f"{where}: {exc}") from None
+        try:
             cells = {
                 model: {
                     task: Cell(
@@ -183,6 +199,7 @@ class Baseline:
                         conditions=Conditions(**cell["conditions"]),
                         sandbox=cell.get("sandbox", ""),
                         hardware=cell.get("hardware", ""),
+                        isolation=cell.get("isolation", ""),
                     )
                     for task, cell in tasks.items()
                 }
@@ -231,6 +248,10 @@ class Comparison:
     only_now: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     source: str = ""
+    # model -> its runs that were not scored in the sessions judged.
+    incomplete: dict[str, int] = field(default_factory=dict)
+    # "baseline" and "now" -> how each side's scripts were isolated.
+    isolation: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def regressions(self) -> list[Row]:
@@ -245,6 +266,8 @@ class Comparison:
             "only_in_baseline": self.only_in_baseline,
             "only_now": self.only_now,
             "notes": self.notes,
+            "incomplete": self.incomplete,
+            "isolation": self.isolation,
         }
 
 
@@ -254,6 +277,12 @@ def verdict(delta: stats.Estimate, margin: float) -> str:
     if delta.low > margin + _EPS:
         return "improvement"
     return "same"
+
+
+def judged(delta: stats.Estimate, margin: float, unscored: bool) -> str:
+    """The verdict; short of a regression, a model with unscored runs is ``incomplete``."""
+    found = verdict(delta, margin)
+    return "incomplete" if unscored and found != "regression" else found
 
 
 def compare(
@@ -271,7 +300,13 @@ def compare(
     the differences into notes of the comparison.
     """
     rows: list[Row] = []
-    comparison = Comparison(rows=rows, margin=margin, source=baseline.source)
+    comparison = Comparison(
+        rows=rows,
+        margin=margin,
+        source=baseline.source,
+        incomplete=dict(now.unscored),
+        isolation={"baseline": baseline.isolations(), "now": now.isolations()},
+    )
     refused: list[str] = []
     for model in sorted(set(baseline.cells) | set(now.cells)):
         old, new = baseline.cells.get(model, {}), now.cells.get(model, {})
@@ -281,7 +316,7 @@ def compare(
         for task in common:
             differences = new[task].conditions.differences(old[task].conditions)
             (comparison.notes if force else refused).extend(f"{model} / {task}: {d}" for d in differences)
-            for kind in ("sandbox", "hardware"):
+            for kind in ("sandbox", "isolation", "hardware"):
                 was, is_ = getattr(old[task], kind), getattr(new[task], kind)
                 if was and is_ and was != is_:
                     comparison.notes.append(f"{model} / {task}: {kind} {was!r} in the baseline, {is_!r} now")
@@ -293,10 +328,13 @@ def compare(
         old_boot = stats.bootstrap(before, resamples=resamples, seed=seed)
         new_boot = stats.bootstrap(after, resamples=resamples, seed=seed + 1)
         old_tasks, new_tasks = old_boot.task_estimates(), new_boot.task_estimates()
+        unscored = bool(now.unscored.get(model))
         for task in common:
-            rows.append(Row(model, task, old_tasks[task], new_tasks[task], deltas[task], verdict(deltas[task], margin)))
+            found = judged(deltas[task], margin, unscored)
+            rows.append(Row(model, task, old_tasks[task], new_tasks[task], deltas[task], found))
         if len(common) > 1:
-            rows.append(Row(model, OVERALL, old_boot.overall(), new_boot.overall(), overall, verdict(overall, margin)))
+            found = judged(overall, margin, unscored)
+            rows.append(Row(model, OVERALL, old_boot.overall(), new_boot.overall(), overall, found))
     if refused:
         listed = "\n  ".join(refused)
         raise BaselineError(
@@ -308,14 +346,19 @@ def compare(
 
 
 def from_session(runs: Sequence[RunRecord], *, source: str = "") -> Baseline:
-    """The scored (finished) runs of one or several sessions as a baseline."""
+    """The scored (finished) runs of one or several sessions as a baseline, with a count per
+    model of those that were not scored."""
     scored = [run for run in runs if run.scored]
-    return Baseline.from_runs(
+    baseline = Baseline.from_runs(
         [run.summary() for run in scored],
         created=max((run.ended_at for run in scored), default=""),
         generator=f"pytest-weirdml {__version__}",
         source=source,
     )
+    for run in runs:
+        if not run.scored:
+            baseline.unscored[run.model] = baseline.unscored.get(run.model, 0) + 1
+    return baseline
 
 
 def load(path: Path) -> Baseline:

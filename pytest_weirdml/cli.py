@@ -6,6 +6,7 @@
     weirdml env build|path                                the local sandbox's own Python environment
     weirdml models                                        aliases, model ids, prices, API keys set
     weirdml tasks-path                                    the directory of the bundled tasks
+    weirdml horizons SESSION_DIR... [--published]         time horizons, with their figures
 
 The options the command shares with the plugin (``--bootstrap``, ``--leaderboard``, ``--margin``,
 ``--force``) come from the plugin's own definitions (``pytest_weirdml.options``): the same checks
@@ -22,6 +23,7 @@ import sys
 from pathlib import Path
 
 from pytest_weirdml import __version__
+from pytest_weirdml.horizons import cli as horizons_cli
 from pytest_weirdml.options import COMMAND, add_comparison_options, add_statistics_options
 from pytest_weirdml.table import align, comparison_lines
 
@@ -46,6 +48,7 @@ def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
         help="where pyproject.toml / weirdml.toml with your models config live (default: here)",
     )
     sub.add_parser("tasks-path", help="print the directory of the bundled tasks (for pytest to run)")
+    horizons_cli.add_parser(sub)
     args = parser.parse_args(argv)
     handlers = {
         "report": _report,
@@ -54,6 +57,7 @@ def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
         "models": _models,
         "tasks-path": _tasks_path,
         "compare": _compare,
+        "horizons": horizons_cli.run,
     }
     return handlers[args.command](args)
 
@@ -75,7 +79,7 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 def _add_compare(sub: argparse._SubParsersAction) -> None:
     compare = sub.add_parser(
         "compare",
-        help="compare finished sessions with a baseline; exit 1 on a regression",
+        help="compare finished sessions with a baseline; exit 1 on a regression or a model with unscored runs",
         description="Compare a session (or several, merged) with a baseline, as --weirdml-baseline does at the "
         "end of a session: exit 0 without regression, 1 with one, 2 when the comparison is refused or an input "
         "cannot be read.",
@@ -117,11 +121,13 @@ def _compare(args: argparse.Namespace) -> int:
     print(f"comparison with {args.baseline} (margin {margin:g})")
     for line, _style in comparison_lines(comparison.as_dict()):
         print(line)
-    return 1 if comparison.regressions else 0
+    # A model with unscored runs is not passed either (its dropped runs might have been its worst).
+    return 1 if comparison.regressions or comparison.incomplete else 0
 
 
 def _report(args: argparse.Namespace) -> int:
     from pytest_weirdml.report.build import build_reports
+    from pytest_weirdml.untrusted import printable
 
     try:
         built = build_reports(
@@ -134,6 +140,11 @@ def _report(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    isolation: dict[str, set[str]] = {}
+    for run in built.runs:
+        isolation.setdefault(run.session, set()).add(run.conditions()["isolation"])
+    for session, values in sorted(isolation.items()):
+        print(printable(f"isolation of {session}: {', '.join(sorted(values))}"))
     for kind, path in built.paths.items():
         print(f"{kind}: {path}")
     return 0

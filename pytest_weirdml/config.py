@@ -20,7 +20,8 @@ from typing import TypeVar
 
 import pytest
 
-from pytest_weirdml import option_types, options
+from pytest_weirdml import budget, option_types, options
+from pytest_weirdml.isolation import local_refusal
 from pytest_weirdml.loop import LoopSettings
 from pytest_weirdml.models import Catalog
 from pytest_weirdml.models.pool import ModelPool
@@ -29,7 +30,7 @@ from pytest_weirdml.protocol import PROTOCOLS, PUBLISHED
 from pytest_weirdml.sandbox import RESULTS_CAP_BYTES, Limits, leases
 from pytest_weirdml.sandbox.choose import sandbox_names
 from pytest_weirdml.sandbox.scale import SandboxSettings
-from pytest_weirdml.session import RECORDS_FILE
+from pytest_weirdml.session import RECORDS_FILE, SessionDir
 
 
 def draw_data_seed(choice: int | str | None) -> int | None:
@@ -91,6 +92,8 @@ class Settings:
     cache_dir: Path | None = None
     # None: every task's own seed. A session run with ``random`` holds the seed that was drawn.
     data_seed: int | None = None
+    # --weirdml-max-cost: no new run starts once the session's spending reaches it (None: no cap).
+    max_cost: float | None = None
     # How long the human and queue:DIR models wait for each answer (the model pool's part).
     answer_timeout_s: float = DEFAULT_ANSWER_TIMEOUT_S
 
@@ -160,6 +163,8 @@ def settings_from(
         gpus=gpus if gpus is not None else opt.weirdml_gpus if opt.weirdml_gpus is not None else leases.detect(),
         cores_per_script=opt.weirdml_cores_per_script,
         ray=(opt.weirdml_ray or config.getini("weirdml_ray") or "").strip() or None,
+        models=model_names(opt.weirdml_models),
+        allow_unisolated=opt.weirdml_allow_unisolated,
     )
     gate = GateSettings(
         baseline=_user_path(config, opt.weirdml_baseline),
@@ -168,7 +173,7 @@ def settings_from(
         baseline_force=opt.weirdml_baseline_force,
     )
     return Settings(
-        models=model_names(opt.weirdml_models),
+        models=sandbox.models,
         runs=runs,
         reports_dir=reports.resolve(),
         data_cache=_data_cache(config).resolve(),
@@ -182,8 +187,25 @@ def settings_from(
         catalog=_catalog(config),
         cache_dir=_response_cache(config),
         data_seed=data_seed if data_seed is not None else draw_data_seed(_seed_choice(config)),
+        max_cost=opt.weirdml_max_cost,
         answer_timeout_s=opt.weirdml_answer_timeout,
     )
+
+
+def check_session(settings: Settings) -> None:
+    """What the controller refuses before any work, as usage errors naming the fix: a provider
+    model's scripts in a local sandbox that cannot isolate them (unless
+    ``--weirdml-allow-unisolated``), and a cost cap over a model without prices."""
+    box = settings.sandbox
+    if box.backend == "local" and not box.ray and not box.allow_unisolated:
+        refusal = local_refusal(settings.models)
+        if refusal is not None:
+            raise pytest.UsageError(refusal)
+    if settings.max_cost is not None:
+        try:
+            budget.check_prices(settings.models, settings.catalog, settings.max_cost)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
 
 
 def _session_place(config: pytest.Config, session: str, session_dir: Path | None) -> tuple[Path, str, bool]:
@@ -196,6 +218,17 @@ def _session_place(config: pytest.Config, session: str, session_dir: Path | None
             raise pytest.UsageError(
                 f"--weirdml-resume: {previous} holds no {RECORDS_FILE}; pass a session directory under reports/"
             )
+        if session_dir is None:  # the controller reads it first; its workers read it as it says
+            try:
+                # A records file is untrusted: a bad line stops the session here, naming it.
+                SessionDir(previous).read()
+            except (OSError, ValueError) as exc:
+                raise pytest.UsageError(f"--weirdml-resume: {exc}") from None
+        try:
+            # A records file is untrusted: a bad line stops the session here, naming it.
+            SessionDir(previous).read()
+        except (OSError, ValueError) as exc:
+            raise pytest.UsageError(f"--weirdml-resume: {exc}") from None
         reports, session, resume = previous.parent, previous.name, True
     if session_dir is not None:
         reports, session = session_dir.parent, session_dir.name

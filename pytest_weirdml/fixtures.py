@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import pytest
 
 from pytest_weirdml import models
+from pytest_weirdml.activity import Board
 from pytest_weirdml.config import MODEL_POOL_KEY, SETTINGS_KEY, Settings
 from pytest_weirdml.errors import DataUnavailable, HarnessError, SandboxError, TaskError
 from pytest_weirdml.items import task_of
@@ -28,7 +29,9 @@ from pytest_weirdml.sandbox.scale import open_session_sandbox
 from pytest_weirdml.session import SessionDir
 from pytest_weirdml.tasks import TaskData, TaskSpec, build_data
 
-__all__ = ["MODEL_NAME_KEY", "SETTINGS_KEY", "Case", "cases"]
+__all__ = ["BOARD_KEY", "MODEL_NAME_KEY", "SETTINGS_KEY", "Case", "cases"]
+# What this process's runs in flight are doing (the status line's source).
+BOARD_KEY = pytest.StashKey[Board]()
 # The model name an item's iterations are recorded under (a conftest's own client names itself).
 MODEL_NAME_KEY = pytest.StashKey[str]()
 
@@ -88,9 +91,17 @@ def weirdml_sandbox(pytestconfig: pytest.Config, weirdml_settings: Settings) -> 
 
 
 @pytest.fixture
-def weirdml_data(weirdml_task: TaskSpec, weirdml_settings: Settings) -> TaskData:
+def weirdml_data(request: pytest.FixtureRequest, weirdml_task: TaskSpec, weirdml_settings: Settings) -> TaskData:
+    board = request.config.stash.get(BOARD_KEY, None)
+    item = request.node
+
+    def announce(what: str) -> None:
+        if board is not None:
+            board.set(item.nodeid, item.name, what)
+            board.say(what)
+
     try:
-        return build_data(weirdml_task, weirdml_settings.data_cache, weirdml_settings.data_seed)
+        return build_data(weirdml_task, weirdml_settings.data_cache, weirdml_settings.data_seed, on_build=announce)
     except DataUnavailable as exc:
         pytest.skip(f"{weirdml_task.name}: data unavailable: {exc}")
     except TaskError as exc:
@@ -133,6 +144,13 @@ def weirdml_run(
     finished: list[IterationRecord] = []
     if weirdml_settings.resume:
         started, finished = weirdml_store.started(*key), weirdml_store.finished(*key)
+
+    board = request.config.stash.get(BOARD_KEY, None)
+
+    def on_phase(what: str) -> None:
+        if board is not None:
+            board.set(item.nodeid, item.name, what)
+
     # The GPU and the cores are leased per execution by the sandbox (sandbox/scale.py).
     try:
         run = run_task(
@@ -144,6 +162,7 @@ def weirdml_run(
             settings=weirdml_settings.loop,
             on_start=weirdml_store.append,
             on_iteration=on_iteration,
+            on_phase=on_phase,
             finished=finished,
             started=started,
         )

@@ -112,7 +112,9 @@ class Verdicts:
                 pytest.ExitCode.NO_TESTS_COLLECTED,
             ):
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR
-        elif comparison.get("regressions") and session.exitstatus == pytest.ExitCode.OK:
+        elif (
+            comparison.get("regressions") or comparison.get("incomplete")
+        ) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         _junit_properties(session.config, comparison, self.nodeids)
 
@@ -165,6 +167,8 @@ def save(
         return None
     if comparison is not None and comparison.get("regressions"):
         return f"not saved: this session regressed against {comparison.get('baseline')}, which stays as it is"
+    if comparison is not None and comparison.get("incomplete"):
+        return f"not saved: runs of this session were not scored; {comparison.get('baseline')} stays as it is"
     baseline = from_session(runs, source=source)
     if not baseline.cells:
         return None  # nothing finished: an earlier baseline file is kept as it is

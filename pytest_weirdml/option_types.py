@@ -109,6 +109,21 @@ def fraction(flag_name: str) -> Callable[[str], float]:
     return parse
 
 
+def usd(flag_name: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text.strip().lstrip("$"))
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise argparse.ArgumentTypeError(
+                f"{flag_name} must be US dollars above 0, such as 25 or 2.50, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
 

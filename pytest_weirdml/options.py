@@ -23,6 +23,7 @@ from pytest_weirdml.option_types import (
     margin,
     seconds,
     size,
+    usd,
     whole,
 )
 from pytest_weirdml.protocol import PROTOCOLS
@@ -69,6 +70,16 @@ def add_model_options(add: AddOption, prefix: str = PLUGIN) -> None:
         metavar="N",
         help="output cap of every API model's answers, in tokens (default: max_output_tokens from the models "
         "config: 64000 anthropic, 128000 openai, 65536 google; openai-compatible: the server's own limit, else 8192).",
+    )
+    add(
+        flag(prefix, "max-cost"),
+        dest="weirdml_max_cost",
+        type=usd(flag(prefix, "max-cost")),
+        default=None,
+        metavar="USD",
+        help="a budget guard: start no new run once the session's API spending reaches USD (runs in flight "
+        "finish; the summary lists the items not run); every model needs its prices in the models config "
+        "(default: no cap).",
     )
     add(
         flag(prefix, "cache"),
@@ -168,8 +179,18 @@ def add_sandbox_options(add: AddOption, prefix: str = PLUGIN) -> None:
         default=None,
         metavar="NAME",
         help="where scripts run: docker = a container from the sandbox image; local = bubblewrap, or a "
-        "plain subprocess with a warning when bubblewrap is missing; auto = docker when a daemon and the "
-        "image are there, else local with a warning (default: local, or ini weirdml_sandbox).",
+        "plain subprocess with a warning when bubblewrap is missing (offline models only, unless "
+        "--weirdml-allow-unisolated); auto = docker when a daemon and the image are there, else local with "
+        "a warning (default: local, or ini weirdml_sandbox).",
+    )
+    add(
+        flag(prefix, "allow-unisolated"),
+        dest="weirdml_allow_unisolated",
+        action="store_true",
+        default=False,
+        help="let a provider model's scripts run as plain subprocesses where bubblewrap is missing or "
+        "refused (they can read your files, the API keys in the harness's environment and the hidden "
+        "answers, and reach the network); every record then says isolation: none (default: refused).",
     )
     add(
         flag(prefix, "build-image"),

@@ -12,10 +12,12 @@ import pytest
 
 from pytest_weirdml import config as config_mod
 from pytest_weirdml import fixtures, hookspecs, terminal
+from pytest_weirdml.activity import Board
+from pytest_weirdml.budget import CostCap
 from pytest_weirdml.collector import ResultsCollector
 from pytest_weirdml.config import MODEL_POOL_KEY, SETTINGS_KEY, Settings
 from pytest_weirdml.errors import SandboxError
-from pytest_weirdml.fixtures import cases
+from pytest_weirdml.fixtures import BOARD_KEY, cases
 from pytest_weirdml.gate import BaselineCheck, load_baseline
 from pytest_weirdml.items import MARKER, collect_task
 from pytest_weirdml.models.pool import ModelPool
@@ -25,6 +27,8 @@ SESSION_INPUT = "weirdml_session"
 SESSION_DIR_INPUT = "weirdml_session_dir"
 SEED_INPUT = "weirdml_data_seed"
 GPUS_INPUT = "weirdml_gpus"
+# Where each worker's board of runs in flight is written (activity.Board), for the controller.
+BOARDS_INPUT = "weirdml_boards"
 
 
 class ModelDeprecatedWarning(UserWarning):
@@ -57,6 +61,18 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = config_mod.settings_from(config, config_mod.new_session_name())
     config.stash[SETTINGS_KEY] = settings
     pool = config.stash[MODEL_POOL_KEY] = _model_pool(settings)
+    if workerinput is None:
+        try:
+            config_mod.check_session(settings)
+        except pytest.UsageError:
+            pool.close()
+            raise
+    if workerinput and workerinput.get(BOARDS_INPUT):
+        config.stash[BOARD_KEY] = Board(Path(workerinput[BOARDS_INPUT]) / f"{workerinput['workerid']}.json")
+    else:
+        config.stash[BOARD_KEY] = Board()
+    if settings.max_cost is not None:
+        config.pluginmanager.register(CostCap(settings.session_dir, settings.max_cost), "weirdml-cost-cap")
     config.addinivalue_line("markers", f"{MARKER}: an item collected from a WeirdML task directory")
     config.pluginmanager.register(fixtures, "weirdml-fixtures")
     config.pluginmanager.register(BrokenTasks(), "weirdml-broken-tasks")
@@ -157,6 +173,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """The item's run is no longer in flight (in the process that ran it)."""
+    board = item.config.stash.get(BOARD_KEY, None)
+    if board is not None:
+        board.clear(item.nodeid)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """xdist: every worker writes into the controller's session directory."""
@@ -167,3 +191,6 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput[SEED_INPUT] = settings.data_seed
     # The GPUs are listed once, on the controller (nvidia-smi), not by every worker.
     node.workerinput[GPUS_INPUT] = list(settings.sandbox.gpus)
+    collector = node.config.pluginmanager.get_plugin("weirdml-results")
+    if collector is not None:
+        node.workerinput[BOARDS_INPUT] = str(collector.boards_dir())

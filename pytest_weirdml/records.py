@@ -11,7 +11,9 @@ keys in old or newer files are ignored.
 
 Schema 3 has the run start. Schemas 1 and 2 copied the conditions into every iteration; they are
 read back into the same ``RunPlan`` (``IterationRecord.legacy_plan``), so a run reads alike
-whichever schema wrote it.
+whichever schema wrote it. Every line read back is checked
+against its dataclass's schema first (``pytest_weirdml.schema``): a records file may come from
+anyone.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pytest_weirdml import schema
 from pytest_weirdml.redact import redact_values
+from pytest_weirdml.untrusted import valid_unicode
 
 SCHEMA_VERSION = 3
 RUN_START = "run_start"
@@ -68,6 +72,7 @@ class Usage:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Usage:
+        schema.check_usage(raw, _annotations(cls))
         known = _known(cls, raw)
         known["retries"] = tuple(dict(r) for r in known.get("retries", ()))
         return cls(**known)
@@ -96,16 +101,20 @@ class RunPlan:
     # (data version, seed, builder hash).
     data_seed: int | None = None
     data_key: str = ""
-    # Where the scripts run, whether that sandbox isolates them, and how the system prompt
-    # named the hardware.
+    # Where the scripts run, how that sandbox isolates them (``Sandbox.isolation``: bwrap+cgroups,
+    # bwrap, docker or none; each iteration says how its own script was), and how the system
+    # prompt named the hardware.
     sandbox: str = ""
-    isolated: bool | None = None
+    isolation: str = ""
     hardware: str = ""
     # The exact system prompt: what the model was told of hardware and packages.
     system_prompt: str | None = None
+    # The task's [time_estimates] (horizons.estimates), for the time horizons.
+    time_estimates: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> RunPlan:
+        schema.check_plan(raw, _annotations(cls))
         return cls(**_known(cls, raw))
 
 
@@ -124,10 +133,11 @@ class RunStart:
     schema: int = SCHEMA_VERSION
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), ensure_ascii=False)
+        return valid_unicode(json.dumps(dataclasses.asdict(self), ensure_ascii=False))
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> RunStart:
+        schema.check_record(raw, _annotations(cls))
         known = _known(cls, raw)
         plan = raw.get("plan")
         if not isinstance(plan, dict):
@@ -157,8 +167,14 @@ class IterationRecord:
     usage: Usage = field(default_factory=Usage)
     started_at: str = ""
     wall_s: float = 0.0
+    # How the script was isolated: bwrap+cgroups, bwrap, docker or none ("" before it was recorded);
+    # per iteration, as the backend that ran it says (Ray nodes may differ).
+    isolation: str = ""
     # The Ray node that ran the script ("" for this machine).
     node: str = ""
+    # What the harness noted about the execution for the records only, never for the model (an
+    # execution that ran again after a Ray node failed).
+    harness_notes: tuple[str, ...] = ()
     session: str = ""
     kind: str = ITERATION
     schema: int = SCHEMA_VERSION
@@ -177,12 +193,15 @@ class IterationRecord:
     def to_json(self) -> str:
         fields = dataclasses.asdict(self)
         del fields["legacy_plan"]
-        return json.dumps(fields, ensure_ascii=False)
+        # A lone surrogate (a provider's JSON may carry one) cannot be written as UTF-8.
+        return valid_unicode(json.dumps(fields, ensure_ascii=False))
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> IterationRecord:
+        schema.check_record(raw, _annotations(cls))
         known = _known(cls, raw)
         known.pop("legacy_plan", None)
+        known["harness_notes"] = tuple(known.get("harness_notes", ()))
         if isinstance(raw.get("usage"), dict):
             known["usage"] = Usage.from_dict(raw["usage"])
         else:
@@ -211,10 +230,12 @@ class RunEnd:
     schema: int = SCHEMA_VERSION
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), ensure_ascii=False)
+        # A lone surrogate (a provider's JSON may carry one) cannot be written as UTF-8.
+        return valid_unicode(json.dumps(dataclasses.asdict(self), ensure_ascii=False))
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> RunEnd:
+        schema.check_record(raw, _annotations(cls))
         return cls(**_known(cls, raw))
 
 
@@ -290,6 +311,14 @@ class RunRecord:
             **self.conditions(),
         }
 
+    def isolation(self) -> str:
+        """How the run's scripts were isolated, as its iterations say (several, comma-separated,
+        where they differ; ``unknown`` for records from before isolation was recorded); the plan's
+        isolation for a run without iterations."""
+        if not self.iterations:
+            return self.plan.isolation if self.plan else ""
+        return ",".join(sorted({it.isolation or "unknown" for it in self.iterations}))
+
     def conditions(self) -> dict[str, Any]:
         """What the run was made under (from its plan): the protocol, the data identity, the planned
         submissions and time limit, the sandbox and the hardware."""
@@ -301,6 +330,7 @@ class RunRecord:
             "iterations_planned": plan.iterations_planned if plan else 0,
             "time_limit_s": plan.time_limit_s if plan else 0.0,
             "sandbox": plan.sandbox if plan else "",
+            "isolation": self.isolation(),
             "hardware": plan.hardware if plan else "",
         }
 
@@ -312,7 +342,12 @@ def legacy_plan(iterations: list[IterationRecord]) -> RunPlan | None:
     if not plans:
         return None
     prompt = next((plan.system_prompt for plan in plans if plan.system_prompt), None)
-    return dataclasses.replace(plans[0], system_prompt=prompt)
+    estimates = next((plan.time_estimates for plan in plans if plan.time_estimates), None)
+    return dataclasses.replace(plans[0], system_prompt=prompt, time_estimates=estimates)
+
+
+def _annotations(cls: type) -> dict[str, str]:
+    return {f.name: str(f.type) for f in dataclasses.fields(cls)}
 
 
 def _known(cls: type, raw: dict[str, Any]) -> dict[str, Any]:

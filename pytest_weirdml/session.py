@@ -42,6 +42,7 @@ from pytest_weirdml.records import (
     legacy_plan,
     parse_record,
 )
+from pytest_weirdml.schema import MAX_LINE_CHARS
 
 RECORDS_FILE = "records.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -152,12 +153,24 @@ class SessionDir:
 
 
 def read_records(path: Path) -> Iterator[Record]:
-    """Every complete line of a records file (a torn last line from a crash is skipped)."""
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
+    """Every complete line of a records file (a torn last line from a crash is skipped).
+
+    ``ValueError`` names the file, the line and the field of a line that is not a valid record
+    (``pytest_weirdml.schema``), and a line longer than ``MAX_LINE_CHARS``, which is never read whole.
+    """
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(iter(lambda: fh.readline(MAX_LINE_CHARS + 1), ""), start=1):
+            if len(line) > MAX_LINE_CHARS:
+                raise ValueError(
+                    f"{path} line {number} is longer than {MAX_LINE_CHARS >> 20} MiB characters; "
+                    "no record the harness writes is that long"
+                )
             if not line.endswith("\n"):
                 break
-            yield parse_record(line)
+            try:
+                yield parse_record(line)
+            except ValueError as exc:
+                raise ValueError(f"{path} line {number}: {exc}") from None
 
 
 def group_runs(records: Iterable[Record], *, default_session: str = "") -> list[RunRecord]:

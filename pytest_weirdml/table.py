@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_weirdml.untrusted import printable
+
 # A line and how a terminal may colour it: ``red``, ``green``, ``yellow``, ``bold`` -> True.
 Styled = tuple[str, dict[str, bool]]
 
@@ -58,21 +60,39 @@ def comparison_lines(comparison: Mapping[str, Any], refused_items: Sequence[str]
     out: list[Styled] = []
     if comparison.get("refused"):
         out.append((str(comparison["refused"]), {"red": True}))
+    isolation = comparison.get("isolation") or {}
+    if isolation:
+        sides = "; ".join(f"{side} {', '.join(values) or '-'}" for side, values in isolation.items())
+        out.append((f"isolation: {sides}", {"red": any("none" in v for v in isolation.values())}))
     rows = comparison.get("rows", [])
     if rows:
         header, *lines = comparison_table(rows)
         out.append((header, {"bold": True}))
-        out += [(line, {"red": line.endswith("REGRESSION"), "green": line.endswith("improvement")}) for line in lines]
+        out += [
+            (
+                printable(line),
+                {
+                    "red": line.endswith("REGRESSION"),
+                    "green": line.endswith("improvement"),
+                    "yellow": line.endswith("incomplete"),
+                },
+            )
+            for line in lines
+        ]
     out += [(f"not run, the baseline was made under other conditions: {item}", {"red": True}) for item in refused_items]
     if comparison.get("only_in_baseline"):
         out.append((f"only in the baseline (not compared): {', '.join(comparison['only_in_baseline'])}", {}))
     if comparison.get("only_now"):
         out.append((f"not in the baseline (not compared): {', '.join(comparison['only_now'])}", {}))
     out += [(f"note: {note}", {"yellow": True}) for note in comparison.get("notes", [])]
+    incomplete = comparison.get("incomplete", {})
+    if incomplete:
+        listed = ", ".join(f"{model} ({n} run(s) not scored)" for model, n in incomplete.items())
+        out.append((printable(f"incomplete, so not passed: {listed}"), {"yellow": True, "bold": True}))
     regressions = comparison.get("regressions", [])
     if regressions:
         listed = ", ".join(f"{r['model']} / {r['task']} ({r['delta']:+.3f})" for r in regressions)
         out.append((f"{len(regressions)} regression(s) against the baseline: {listed}", {"red": True, "bold": True}))
-    elif rows and not comparison.get("refused") and not refused_items:
+    elif rows and not comparison.get("refused") and not refused_items and not incomplete:
         out.append(("no regression against the baseline", {"green": True}))
     return out

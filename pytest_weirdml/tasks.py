@@ -9,6 +9,7 @@ beside, never inside, the public directory that a sandbox gets to see.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import io
@@ -17,6 +18,7 @@ import math
 import os
 import shutil
 import sys
+import time
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +30,8 @@ import numpy as np
 from filelock import FileLock
 
 from pytest_weirdml.errors import DataUnavailable, TaskError
+from pytest_weirdml.horizons.estimates import TimeEstimates, parse_estimates
+from pytest_weirdml.schema import PLAIN_NAME
 
 # The bundled tasks live in the repository's tasks/; the wheel ships them as this sub-package
 # (pyproject.toml maps it onto tasks/).
@@ -50,6 +54,7 @@ _KEYS = {
     "data_version",
     "public_files",
     "data",
+    "time_estimates",
 }
 
 
@@ -70,6 +75,8 @@ class TaskSpec:
     data_version: int = 1
     builder: Path = Path("data.py")
     params: Mapping[str, Any] = field(default_factory=dict)
+    # Hours a person needs to reach each accuracy (``[time_estimates]``), for the time horizons.
+    time_estimates: TimeEstimates | None = None
 
     @property
     def reference_path(self) -> Path:
@@ -146,6 +153,8 @@ def load_task(directory: Path) -> TaskSpec:
     name = _typed(toml_path, raw, "name", str, directory.name)
     if name != directory.name:
         raise _fail(toml_path, f"name '{name}' differs from the directory name '{directory.name}'")
+    if not PLAIN_NAME.fullmatch(name):
+        raise _fail(toml_path, f"name {name!r}: a task name holds letters, digits, '_', '-' and '.' (not first)")
     metric = _typed(toml_path, raw, "metric", str, "accuracy")
     if metric != "accuracy":
         raise _fail(toml_path, f"metric '{metric}' is not supported; use 'accuracy'")
@@ -166,6 +175,10 @@ def load_task(directory: Path) -> TaskSpec:
     prompt = prompt_path.read_text(encoding="utf-8")
     if not prompt.strip():
         raise _fail(prompt_path, "is empty")
+    try:
+        estimates = parse_estimates(raw["time_estimates"], str(toml_path)) if "time_estimates" in raw else None
+    except ValueError as exc:
+        raise TaskError(str(exc)) from None
     return TaskSpec(
         name=name,
         directory=directory,
@@ -180,6 +193,7 @@ def load_task(directory: Path) -> TaskSpec:
         data_version=_typed(toml_path, raw, "data_version", int, 1),
         builder=builder,
         params=params,
+        time_estimates=estimates,
     )
 
 
@@ -235,9 +249,13 @@ class TaskData:
         return np.load(self.answers_path, allow_pickle=False)
 
 
-def build_data(spec: TaskSpec, cache_root: Path, seed: int | None = None) -> TaskData:
+def build_data(
+    spec: TaskSpec, cache_root: Path, seed: int | None = None, *, on_build: Callable[[str], None] | None = None
+) -> TaskData:
     """Return the task's data for ``seed`` (the task's own when ``None``), building it once per
-    data identity; safe across processes."""
+    data identity; safe across processes. ``on_build`` hears, before a build starts, what is
+    built and how long the task's last build took (``building chess_winners data (seed 0),
+    about a minute``)."""
     seed = spec.seed if seed is None else seed
     task_cache = cache_root / spec.name
     task_cache.mkdir(parents=True, exist_ok=True)
@@ -247,14 +265,37 @@ def build_data(spec: TaskSpec, cache_root: Path, seed: int | None = None) -> Tas
     with FileLock(str(final) + ".lock"):
         if final.is_dir():
             return TaskData(final, seed)
+        if on_build is not None:
+            on_build(build_note(spec, seed, task_cache))
         staging = task_cache / f".{final.name}.tmp-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
+        clock = time.monotonic()
         try:
             _build_into(spec, staging, seed)
             os.rename(staging, final)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            (task_cache / BUILD_TIME_FILE).write_text(f"{time.monotonic() - clock:.1f}\n")
     return TaskData(final, seed)
+
+
+# How long the task's last build took, beside its builds in the cache: the next build's estimate.
+BUILD_TIME_FILE = "last_build_s.txt"
+
+
+def build_note(spec: TaskSpec, seed: int, task_cache: Path) -> str:
+    """``building NAME data (seed N)``, with the last build's time when the cache knows it."""
+    note = f"building {spec.name} data (seed {seed})"
+    try:
+        seconds = float((task_cache / BUILD_TIME_FILE).read_text())
+    except (OSError, ValueError):
+        return note
+    if not math.isfinite(seconds) or seconds < 0:
+        return note
+    if seconds < 45:
+        return f"{note}, about {max(1, round(seconds))} s"
+    return f"{note}, about a minute" if seconds < 90 else f"{note}, about {round(seconds / 60)} minutes"
 
 
 def _build_into(spec: TaskSpec, root: Path, seed: int) -> None:

@@ -15,12 +15,16 @@ import pytest
 
 from pytest_weirdml import __version__
 from pytest_weirdml.config import Settings
+from pytest_weirdml.horizons.report import terminal_lines
 from pytest_weirdml.models import OFFLINE
 from pytest_weirdml.models.pool import ModelPool
+from pytest_weirdml.redact import redact
 from pytest_weirdml.sandbox import pool
 from pytest_weirdml.sandbox import venv as sandbox_venv
 from pytest_weirdml.sandbox.image import image_tag
+from pytest_weirdml.sandbox.scale import SandboxSettings
 from pytest_weirdml.table import align, comparison_lines
+from pytest_weirdml.untrusted import printable
 
 
 def header_lines(settings: Settings, workers: int, models: ModelPool) -> list[str]:
@@ -30,6 +34,7 @@ def header_lines(settings: Settings, workers: int, models: ModelPool) -> list[st
         f"weirdml: pytest-weirdml {__version__}, protocol {settings.protocol} (docs/protocol.md), data seed {seed}"
     ]
     names = []
+    servers = []
     for name in settings.models:
         if name.partition(":")[0] in ("queue", "human"):
             names.append(f"{name} (answered through files, waiting up to {settings.answer_timeout_s:g} s per answer)")
@@ -42,7 +47,12 @@ def header_lines(settings: Settings, workers: int, models: ModelPool) -> list[st
         # The retirement itself is said once, as a warning (plugin.ModelDeprecatedWarning).
         retiring = ", deprecated" if models.get(name).deprecation() else ""
         names.append(f"{alias} ({config.price_text()}{retiring})")
+        # A project's config may point a provider at another server: the header says which.
+        if config.base_url:
+            servers.append(f"{name} at {_shown_url(config.base_url)}")
     lines.append(f"weirdml models: {'; '.join(names) if names else 'none (pass --weirdml-model=NAME)'}")
+    if servers:
+        lines.append(f"weirdml servers: {'; '.join(servers)}")
     box = settings.sandbox
     if box.backend == "local":
         own = f"the sandbox's own environment ({sandbox_venv.env_dir()})"
@@ -52,24 +62,47 @@ def header_lines(settings: Settings, workers: int, models: ModelPool) -> list[st
     else:
         where = f"{box.backend} (docker with image {image_tag()} when its daemon answers, else local)"
     lines.append(f"weirdml sandbox: {where}")
-    if box.ray:
-        each = f"a GPU, or {box.cores_per_script or 1} CPU core(s) on a node without one"
-        lines.append(f"weirdml hardware: the Ray cluster at {box.ray}; each script asks for {each}")
-    elif box.gpus:
-        lines.append(f"weirdml hardware: GPUs {','.join(box.gpus)}; each script leases a free one while it runs")
-    else:
-        # The slots the session's pool will have (sandbox/scale.py), counted on the controller.
-        cores = len(os.sched_getaffinity(0))
-        slots = pool.cpu_slots(pool.default_shares(box.cores_per_script, workers))
-        shares = [len(slot.cpus) for slot in slots]
-        each = f"{min(shares)}" if min(shares) == max(shares) else f"{min(shares)}-{max(shares)}"
-        lines.append(
-            f"weirdml hardware: no GPU; {cores} CPU cores, {len(slots)} script(s) at once with {each} core(s) each "
-            f"({workers} worker(s))"
-        )
+    lines.append(f"weirdml isolation: {header_isolation(box)}")
+    lines.append(f"weirdml hardware: {_hardware(box, workers)}")
     resumed = " (resumed)" if settings.resume else ""
     lines.append(f"weirdml session: {settings.session_dir}{resumed}")
     return lines
+
+
+def _hardware(box: SandboxSettings, workers: int) -> str:
+    """Where the scripts run: the Ray cluster, the leased GPUs, or this host's cores in slots."""
+    if box.ray:
+        each = f"a GPU, or {box.cores_per_script or 1} CPU core(s) on a node without one"
+        return f"the Ray cluster at {box.ray}; each script asks for {each}"
+    if box.gpus:
+        return f"GPUs {','.join(box.gpus)}; each script leases a free one while it runs"
+    # The slots the session's pool will have (sandbox/scale.py), counted on the controller.
+    cores = len(os.sched_getaffinity(0))
+    slots = pool.cpu_slots(pool.default_shares(box.cores_per_script, workers))
+    shares = [len(slot.cpus) for slot in slots]
+    each = f"{min(shares)}" if min(shares) == max(shares) else f"{min(shares)}-{max(shares)}"
+    return f"no GPU; {cores} CPU cores, {len(slots)} script(s) at once with {each} core(s) each ({workers} worker(s))"
+
+
+def _shown_url(url: str) -> str:
+    """A server's URL without any user or password in it."""
+    scheme, sep, rest = url.partition("://")
+    host, slash, path = rest.partition("/")
+    return printable(redact(scheme + sep + host.rsplit("@", 1)[-1] + slash + path))
+
+
+def header_isolation(box: SandboxSettings) -> str:
+    """How the session's scripts will be isolated, as the records will say."""
+    if box.ray:
+        return "as each Ray node's sandbox says"
+    if box.backend == "docker":
+        return "docker"
+    from pytest_weirdml.sandbox._cgroup import cgroups_usable
+    from pytest_weirdml.sandbox.local import bwrap_works
+
+    ok, why = bwrap_works()
+    local = ("bwrap+cgroups" if cgroups_usable()[0] else "bwrap") if ok else f"none ({why})"
+    return local if box.backend == "local" else f"docker, or {local} if it falls back to local"
 
 
 def _ci(row: Mapping[str, Any]) -> str:
@@ -88,6 +121,40 @@ def _table(tr: pytest.TerminalReporter, header: list[str], rows: list[list[str]]
         tr.write_line(line)
 
 
+MODEL_COLUMNS = [
+    "model",
+    "tasks",
+    "runs",
+    "overall",
+    "95% CI",
+    "SE",
+    "failures",
+    "cost/run",
+    "tok/call",
+    "code p10/50/90",
+    "exec med s",
+]
+
+
+def _model_row(name: str, m: Mapping[str, Any]) -> list[str]:
+    """One model's line of the summary's second table (``MODEL_COLUMNS``)."""
+    code = m.get("code_lines") or {}
+    cost = m.get("cost_per_run_usd")
+    return [
+        name,
+        str(len(m["tasks"])),
+        str(m["runs"]),
+        f"{m['overall']['mean']:.3f}",
+        _ci(m["overall"]),
+        f"{m['overall']['se']:.3f}",
+        f"{m['failure_rate']:.1%}",
+        "cost unknown" if cost is None else f"${cost:.4f}",
+        _num(m.get("mean_output_tokens"), ".0f"),
+        "/".join(_num(code.get(k), ".0f") for k in ("p10", "p50", "p90")),
+        _num(m.get("exec_time_median_s"), ".1f"),
+    ]
+
+
 def write_summary(tr: pytest.TerminalReporter, summary: dict[str, Any], files: Mapping[str, str]) -> None:
     models = summary["models"]
     verbosity = tr.config.get_verbosity()
@@ -104,42 +171,12 @@ def write_summary(tr: pytest.TerminalReporter, summary: dict[str, Any], files: M
         ]
         _table(tr, ["task", "model", "runs", "mean", "95% CI"], rows, left=2)
         tr.write_line("")
-        rows = []
-        for name, m in models.items():
-            code = m.get("code_lines") or {}
-            cost = m.get("cost_per_run_usd")
-            rows.append(
-                [
-                    name,
-                    str(len(m["tasks"])),
-                    str(m["runs"]),
-                    f"{m['overall']['mean']:.3f}",
-                    _ci(m["overall"]),
-                    f"{m['overall']['se']:.3f}",
-                    f"{m['failure_rate']:.1%}",
-                    "cost unknown" if cost is None else f"${cost:.4f}",
-                    _num(m.get("mean_output_tokens"), ".0f"),
-                    "/".join(_num(code.get(k), ".0f") for k in ("p10", "p50", "p90")),
-                    _num(m.get("exec_time_median_s"), ".1f"),
-                ]
-            )
-        _table(
-            tr,
-            [
-                "model",
-                "tasks",
-                "runs",
-                "overall",
-                "95% CI",
-                "SE",
-                "failures",
-                "cost/run",
-                "tok/call",
-                "code p10/50/90",
-                "exec med s",
-            ],
-            rows,
-        )
+        _table(tr, MODEL_COLUMNS, [_model_row(name, m) for name, m in models.items()])
+        horizon = terminal_lines(summary)
+        if horizon:
+            tr.write_line("")
+        for line in horizon:
+            tr.write_line(line)
     else:
         for name, m in models.items():
             tr.write_line(
@@ -155,10 +192,16 @@ def write_summary(tr: pytest.TerminalReporter, summary: dict[str, Any], files: M
             if m["zero_reasons"]:
                 reasons = ", ".join(f"{n}x {r}" for r, n in sorted(m["zero_reasons"].items(), key=lambda x: -x[1]))
                 tr.write_line(f"{name} zero scores: {reasons}")
+    if summary.get("isolation"):
+        isolation = ", ".join(summary["isolation"])
+        tr.write_line(f"isolation: {isolation}", red="none" in summary["isolation"])
     if summary["errors"]:
         tr.write_line(f"{len(summary['errors'])} run(s) hit a harness error and are not scored (see the errors above)")
     if summary["incomplete"]:
         tr.write_line(f"{len(summary['incomplete'])} run(s) did not end (session interrupted) and are not scored")
+    for name, reasons in summary.get("unscored", {}).items():
+        listed = ", ".join(f"{n}x {reason}" for reason, n in sorted(reasons.items(), key=lambda x: -x[1]))
+        tr.write_line(printable(f"{name}: {sum(reasons.values())} run(s) not scored: {listed}"), yellow=True)
     if verbosity >= 0:
         for kind, path in files.items():
             tr.write_line(f"{kind}: {path}")

@@ -2,7 +2,7 @@
 # Prepares a fresh Debian machine for pytest-weirdml, and is safe to run again:
 #   - system packages: bubblewrap (the local sandbox), Fashion-MNIST, stockfish and WordNet (task data),
 #     chromium (the HTML report's browser test), docker.io and debootstrap (the Docker sandbox),
-#     tmux and vim-tiny (the human model's terminal test);
+#     tmux (the live status line's and the human model's terminal tests) and vim-tiny (the latter's);
 #   - the sandbox's pinned packages (pytest_weirdml/sandbox/recipe/requirements.txt) and the plugin with its extras;
 #   - the local sandbox's own Python environment: exactly those packages, in a virtual environment
 #     under ~/.cache/pytest-weirdml/sandbox-env (reused while the list is unchanged);

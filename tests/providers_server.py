@@ -2,8 +2,12 @@
 
 ``FakeProvider(wire)`` speaks enough of one wire protocol (``anthropic``: Messages,
 ``openai``: Chat Completions, ``google``: Gemini generateContent) for the SDK pointed at
-``base_url`` to work. Each request takes the next ``Planned`` answer from ``plan`` (an error
-status, a stall, a dropped connection, an answer cut at the output cap); with the plan empty,
+``base_url`` to work, whole or streamed: a request that asks for a stream (``"stream": true``,
+Gemini's ``:streamGenerateContent?alt=sse``) gets server-sent events in chunked transfer
+encoding, the answer in pieces and the usage in the final event, as the providers send them.
+Each request takes the next ``Planned`` answer from ``plan`` (an error status, a stall, a
+dropped connection, an answer cut at the output cap, a stream cut halfway, pauses between
+chunks); with the plan empty,
 ``responder`` writes the text from the conversation so far. Every request is kept in
 ``requests``. ``models`` is what ``GET /v1/models`` lists (openai wire; 404 when ``None``),
 vLLM's way: ``[{"id": "tiny-llm", "max_model_len": 40960}]``.
@@ -12,6 +16,7 @@ vLLM's way: ``[{"id": "tiny-llm", "max_model_len": 40960}]``.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -43,6 +48,10 @@ class Planned:
     usage: Usage | None = None
     # The answer stopped at the request's output cap (each wire's own stop reason).
     cut: bool = False
+    # Streamed: the connection closes after half the answer's events (no end of the body).
+    cut_stream: bool = False
+    # Streamed: the pause before each event after the first.
+    chunk_delay_s: float = 0.0
 
 
 @dataclass
@@ -51,6 +60,7 @@ class Seen:
     headers: dict[str, str]
     body: dict[str, Any]
     conversation: list[tuple[str, str]]
+    stream: bool = False
 
 
 Responder = Callable[[list[tuple[str, str]]], str]
@@ -106,8 +116,9 @@ class FakeProvider:
         length = int(handler.headers.get("content-length") or 0)
         body = json.loads(handler.rfile.read(length) or b"{}")
         conversation = _conversation(self.wire, body)
+        stream = ":streamGenerateContent" in handler.path if self.wire == "google" else body.get("stream") is True
         with self._lock:
-            self.requests.append(Seen(handler.path, dict(handler.headers.items()), body, conversation))
+            self.requests.append(Seen(handler.path, dict(handler.headers.items()), body, conversation, stream))
             planned = self.plan.popleft() if self.plan else Planned()
         if planned.delay_s:
             time.sleep(planned.delay_s)
@@ -116,6 +127,10 @@ class FakeProvider:
             return
         if planned.status == 200:
             text = planned.text if planned.text is not None else self.responder(conversation)
+            if stream:
+                events = self._events(body, text, planned.usage or self.usage, planned.cut)
+                _send_stream(handler, events, planned)
+                return
             payload = self._ok(body, text, planned.usage or self.usage, planned.cut)
         else:
             payload = self._error(planned)
@@ -190,6 +205,55 @@ class FakeProvider:
             "modelVersion": "fake",
         }
 
+    def _events(self, body: dict[str, Any], text: str, usage: Usage, cut: bool) -> list[bytes]:
+        """The answer as the wire streams it: server-sent events, the text in pieces, the stop
+        reason and the usage at the end."""
+        whole = self._ok(body, text, usage, cut)
+        pieces = _pieces(text)
+        if self.wire == "anthropic":
+            start = {**whole, "content": [], "stop_reason": None, "usage": {**whole["usage"], "output_tokens": 1}}
+            start["usage"].pop("output_tokens_details")
+            events = [("message_start", {"type": "message_start", "message": start})]
+            block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+            events += [("content_block_start", block), ("ping", {"type": "ping"})]
+            events += [
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}},
+                )
+                for p in pieces
+            ]
+            events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
+            final = {k: v for k, v in whole["usage"].items() if k != "cache_creation_input_tokens"}
+            delta = {"stop_reason": whole["stop_reason"], "stop_sequence": None}
+            events.append(("message_delta", {"type": "message_delta", "delta": delta, "usage": final}))
+            events.append(("message_stop", {"type": "message_stop"}))
+            return [f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events]
+        if self.wire == "openai":
+            head = {k: whole[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+            finish = whole["choices"][0]["finish_reason"]
+            chunks = [
+                {
+                    **head,
+                    "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+                }
+            ]
+            chunks += [
+                {**head, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in pieces
+            ]
+            chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+            if (body.get("stream_options") or {}).get("include_usage"):
+                chunks.append({**head, "choices": [], "usage": whole["usage"]})
+            return [f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
+        candidate = whole["candidates"][0]
+        chunks = [
+            {"candidates": [{"content": {"role": "model", "parts": [{"text": p}]}, "index": 0}], "modelVersion": "fake"}
+            for p in pieces
+        ]
+        chunks[-1]["candidates"][0]["finishReason"] = candidate["finishReason"]
+        chunks[-1]["usageMetadata"] = whole["usageMetadata"]
+        return [f"data: {json.dumps(c)}\r\n\r\n".encode() for c in chunks]
+
     def _error(self, planned: Planned) -> dict[str, Any]:
         if self.wire == "anthropic":
             kind = planned.error_type or {401: "authentication_error", 429: "rate_limit_error"}.get(
@@ -216,6 +280,36 @@ def _send(handler: BaseHTTPRequestHandler, status: int, payload: Any, headers: d
         handler.wfile.write(data)
     except (BrokenPipeError, ConnectionResetError):
         pass  # the client gave up (a timeout test)
+
+
+def _pieces(text: str, count: int = 6) -> list[str]:
+    size = max(1, -(-len(text) // count))
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _send_stream(handler: BaseHTTPRequestHandler, events: list[bytes], planned: Planned) -> None:
+    """Server-sent events, one HTTP chunk each; a cut stream stops after half of them and closes
+    the connection without the body's last chunk, as a dropped connection does."""
+    keep = len(events) // 2 if planned.cut_stream else len(events)
+    try:
+        handler.send_response(200)
+        handler.send_header("content-type", "text/event-stream")
+        handler.send_header("transfer-encoding", "chunked")
+        for key, value in planned.headers.items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        for index, event in enumerate(events[:keep]):
+            if index and planned.chunk_delay_s:
+                time.sleep(planned.chunk_delay_s)
+            handler.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            handler.wfile.flush()
+        if planned.cut_stream:
+            handler.close_connection = True
+            handler.connection.shutdown(socket.SHUT_RDWR)
+            return
+        handler.wfile.write(b"0\r\n\r\n")
+    except (BrokenPipeError, ConnectionResetError, OSError):
+        handler.close_connection = True  # the client gave up (a timeout test)
 
 
 def _conversation(wire: str, body: dict[str, Any]) -> list[tuple[str, str]]:

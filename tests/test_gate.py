@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import GOOD_SCRIPT, fenced, write_replay
+from helpers import GOOD_SCRIPT, fenced, needs_bwrap, write_replay
 
 from pytest_weirdml.cli import main as weirdml
 
@@ -282,3 +282,77 @@ def test_weirdml_compare_command(
     assert "REGRESSION" in out and "replay:agent.json" in out
     assert weirdml(["compare", str(pytester.path / "none.json"), str(new)]) == 2
     assert "no such baseline" in capsys.readouterr().err
+
+
+# A model whose second run loses its provider while the file "die" exists.
+FLAKY = f"""
+import pytest
+from pathlib import Path
+from pytest_weirdml.errors import ModelError
+from pytest_weirdml.models import Model, Response
+
+class Flaky(Model):
+    name = "flaky"
+
+    def generate(self, request):
+        if request.run == 1 and Path("die").exists():
+            raise ModelError("the provider went away")
+        return Response("```python\\n" + {GOOD_SCRIPT!r} + "```")
+
+@pytest.fixture
+def weirdml_model(weirdml_case):
+    return Flaky()
+"""
+
+
+@needs_bwrap
+def test_a_model_with_unscored_runs_is_incomplete_never_same(
+    pytester: pytest.Pytester, tiny: Path, base_args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytester.makeconftest(FLAKY)
+    saved = pytester.path / "baseline.json"
+    model = "--weirdml-model=baseline"
+    first = run(pytester, base_args, model, "--weirdml-runs=2", f"--weirdml-save-baseline={saved}", reports="r1")
+    assert first.ret == 0
+    (pytester.path / "die").write_text("")
+    # The run that scored is as good as the baseline's: without its dropped run the gate would pass.
+    again = run(pytester, base_args, model, "--weirdml-runs=2", f"--weirdml-baseline={saved}", "-rN", reports="r2")
+    assert again.ret == 1
+    again.assert_outcomes(passed=1, errors=1)
+    again.stdout.fnmatch_lines(
+        [
+            "isolation: bwrap*",
+            "flaky: 1 run(s) not scored: 1x ModelError",
+            "*weirdml comparison with*",
+            "isolation: baseline bwrap*; now bwrap*",
+            "*flaky*tiny*1.000*1.000*+0.000*incomplete",
+            "incomplete, so not passed: flaky (1 run(s) not scored)",
+        ]
+    )
+    assert "no regression against the baseline" not in again.stdout.str()
+    summary = json.loads((only_session(pytester, "r2") / "summary.json").read_text())
+    assert summary["unscored"] == {"flaky": {"ModelError": 1}}
+    assert summary["comparison"]["incomplete"] == {"flaky": 1}
+    assert [row["verdict"] for row in summary["comparison"]["rows"]] == ["incomplete"]
+    # A session with dropped runs never becomes the baseline.
+    before = saved.read_text()
+    rolled = run(
+        pytester,
+        base_args,
+        model,
+        "--weirdml-runs=2",
+        f"--weirdml-baseline={saved}",
+        f"--weirdml-save-baseline={saved}",
+        reports="r3",
+    )
+    assert rolled.ret == 1 and saved.read_text() == before
+    # The command line says the same, and shows each source's isolation.
+    capsys.readouterr()
+    assert weirdml(["compare", str(saved), str(only_session(pytester, "r2"))]) == 1
+    out = capsys.readouterr().out
+    assert "isolation of the baseline: bwrap" in out and "incomplete: flaky has 1 run(s) that were not scored" in out
+    assert (
+        weirdml(["report", str(only_session(pytester, "r1")), str(only_session(pytester, "r2")), "-o", "merged"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert out.count("isolation of ") == 2 and f"isolation of {only_session(pytester, 'r1').name}: bwrap" in out

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import GOOD_SCRIPT, needs_bwrap, read_iterations, session_dir, write_replay, write_tiny_task
+from helpers import GOOD_SCRIPT, fenced, needs_bwrap, read_iterations, session_dir, write_replay, write_tiny_task
 
 from pytest_weirdml.sandbox.local import bwrap_works
 
@@ -307,3 +307,383 @@ write_transcript(store.path, run)
     for path in (tmp_path / "session").rglob("*"):
         if path.is_file():
             assert SECRET not in path.read_text(errors="replace"), path
+
+
+# What the model sent breaks the harness: it scores 0 and the run goes on ---------------------
+
+DEEP_TREE = """
+import os
+os.chdir("results")
+for _ in range(2000):
+    os.mkdir("d")
+    os.chdir("d")
+open("leaf.txt", "w").write("deep")
+print("made a tree 2000 deep")
+"""
+FENCE_BOMB = "```x\n" * 200_000
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_what_the_model_sent_scores_zero_and_the_run_goes_on(
+    pytester: pytest.Pytester, base_args: list[str], backend: str
+) -> None:
+    if backend == "docker":
+        from pytest_weirdml.errors import SandboxError
+        from pytest_weirdml.sandbox.docker import DockerSandbox
+
+        try:
+            DockerSandbox().close()
+        except SandboxError as exc:
+            pytest.skip(f"docker sandbox unavailable: {exc}")
+    elif not bwrap_works()[0]:
+        pytest.skip(f"needs bubblewrap: {bwrap_works()[1]}")
+    write_tiny_task(pytester.path, time_limit=10, iterations=4)
+    answers = [
+        "```python\nprint('caf\ud800')\n```",  # valid JSON from any provider; not valid UTF-8
+        FENCE_BOMB,
+        f"```python\n{DEEP_TREE}```",
+        f"```python\n{GOOD_SCRIPT}```",
+    ]
+    replay = pytester.path / "bad.json"
+    replay.write_text(json.dumps(answers))
+    args = [f"--weirdml-model=replay:{replay}", "--weirdml-runs=1", f"--weirdml-sandbox={backend}", *base_args]
+    start = time.monotonic()
+    result = pytester.runpytest_subprocess(*args)
+    result.assert_outcomes(passed=1)
+    records = read_iterations(session_dir(pytester) / "records.jsonl")
+    surrogate, bomb, deep, good = records
+    assert surrogate["score"] == 0.0 and surrogate["zero_reason"] == (
+        "the script was not run: it holds a lone surrogate U+D800 on line 1, which is not valid Unicode text; "
+        "write it as plain UTF-8 text"
+    )
+    assert "caf\ufffd" in surrogate["code"] and "caf\ufffd" in surrogate["response"]
+    assert bomb["score"] == 0.0 and bomb["zero_reason"].startswith("no code block in the response")
+    assert bomb["wall_s"] < 5
+    assert deep["score"] == 0.0 and "made a tree 2000 deep" in deep["output"]
+    assert deep["zero_reason"] == "no predictions: results/test_preds.txt was not written"
+    assert good["score"] == 1.0
+    assert time.monotonic() - start < 120
+    # The reason is what the model reads next.
+    assert "lone surrogate U+D800" in bomb["prompt"]
+    # The next session starts cleanly, with nothing left of the last one's run directories.
+    again = pytester.runpytest_subprocess(*args)
+    again.assert_outcomes(passed=1)
+    assert "could not be removed" not in again.stdout.str() + again.stderr.str()
+
+
+ACROSS_THE_CUT = f"""
+import sys
+key = "{SECRET}"
+# The protocol keeps the first and the last 4000 characters: each key straddles one of the cuts.
+sys.stdout.write("a" * 3990 + key + "b" * 20000 + key + "c" * 3990)
+"""
+
+
+def test_a_key_printed_across_the_cut_is_redacted_whole(
+    pytester: pytest.Pytester, base_args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    result = _hostile_session(pytester, base_args, [ACROSS_THE_CUT, GOOD_SCRIPT])
+    result.assert_outcomes(passed=1)
+    first, second = read_iterations(session_dir(pytester) / "records.jsonl")
+    assert "characters cut" in second["prompt"] and "[redacted]" in second["prompt"]
+    assert first["output"].count("[redacted]") == 2
+    pieces = [SECRET[i : i + 8] for i in range(len(SECRET) - 7)]
+    terminal = result.stdout.str() + result.stderr.str()
+    assert not [p for p in pieces if p in terminal]
+    for path in session_dir(pytester).rglob("*"):
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            assert not [p for p in pieces if p in text], path
+
+
+# No quiet unisolated runs ------------------------------------------------------------------------
+
+REFUSING_BWRAP = "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
+
+
+def test_a_provider_model_never_runs_unisolated_unless_allowed(
+    pytester: pytest.Pytester, base_args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from providers_server import FakeProvider
+
+    pytest.importorskip("openai")
+    fake_bin = pytester.path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "bwrap").write_text(REFUSING_BWRAP)
+    (fake_bin / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake_bin}:{os.environ['PATH']}")
+    write_tiny_task(pytester.path, time_limit=10, iterations=1)
+    with FakeProvider("openai", lambda conversation: fenced(GOOD_SCRIPT)) as server:
+        args = [
+            "--weirdml-model=openai-compatible:tiny-llm",
+            f"--weirdml-base-url={server.base_url}",
+            "--weirdml-runs=1",
+        ]
+        args += base_args
+        refused = pytester.runpytest_subprocess(*args)
+        assert refused.ret == pytest.ExitCode.USAGE_ERROR
+        refused.stderr.fnmatch_lines(
+            [
+                "*--weirdml-model=openai-compatible:tiny-llm calls a provider, but the local sandbox cannot isolate "
+                "its scripts (bwrap cannot create namespaces here: bwrap: No permissions to create new namespace)*"
+                "bubblewrap*--weirdml-sandbox=docker*--weirdml-allow-unisolated*"
+            ]
+        )
+        assert not (pytester.path / "reports").exists() and not server.requests
+        allowed = pytester.runpytest_subprocess(*args, "--weirdml-allow-unisolated")
+    allowed.assert_outcomes(passed=1)
+    allowed.stdout.fnmatch_lines(
+        [
+            "weirdml models: openai-compatible:tiny-llm (*)",
+            f"weirdml servers: openai-compatible:tiny-llm at {server.base_url}",
+            "weirdml sandbox: local, *",
+            "weirdml isolation: none (bwrap cannot create namespaces here*",
+            "isolation: none",
+        ]
+    )
+    (record,) = read_iterations(session_dir(pytester) / "records.jsonl")
+    assert record["isolation"] == "none" and record["score"] == 1.0
+    summary = json.loads((session_dir(pytester) / "summary.json").read_text())
+    assert summary["isolation"] == ["none"] and summary["runs"][0]["isolation"] == "none"
+
+
+def test_an_offline_model_may_run_unisolated_with_the_warning(
+    pytester: pytest.Pytester, base_args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_bin = pytester.path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "bwrap").write_text(REFUSING_BWRAP)
+    (fake_bin / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake_bin}:{os.environ['PATH']}")
+    result = _hostile_session(pytester, base_args, [GOOD_SCRIPT])
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*NotIsolatedWarning: the local sandbox is NOT isolated*"])
+    (record,) = read_iterations(session_dir(pytester) / "records.jsonl")
+    assert record["isolation"] == "none"
+
+
+# Records, replays and baselines someone sent you ------------------------------------------------
+
+
+def _record(**fields: object) -> dict[str, object]:
+    record: dict[str, object] = {
+        "kind": "iteration", "task": "tiny", "model": "sent", "run": 0, "iteration": 1, "prompt": "p",
+        "response": "r", "code": "print(1)", "output": "1", "output_bytes": 2, "exit_code": 0, "timed_out": False,
+        "duration_s": 0.5, "score": 0.5, "zero_reason": None, "session": "theirs", "schema": 2,
+        "data_key": "v1-seed0-abc", "protocol": "published",
+    }  # fmt: skip
+    record.update(fields)
+    return record
+
+
+CRAFTED = [
+    ({"task": "../../../../escaped"}, "field 'task' is '../../../../escaped'"),
+    ({"model": "../../escaped"}, "field 'model' is '../../escaped'"),
+    ({"session": ".."}, "field 'session' is '..'"),
+    ({"run": "<script>alert(1)</script>"}, "field 'run' is '<script>alert(1)</script>'; it must be int"),
+    ({"iteration": "<b>1</b>"}, "field 'iteration' is '<b>1</b>'; it must be int"),
+    ({"score": float("nan")}, "field 'score' is nan; it must be float"),
+    ({"score": 1.5}, "field 'score' is 1.5; a score lies in [0, 1]"),
+    ({"score": "1.0"}, "field 'score' is '1.0'; it must be float"),
+    ({"usage": {"cost_usd": -5}}, "field 'usage.cost_usd' is -5; it cannot be negative"),
+]
+
+
+@pytest.mark.parametrize(("fields", "message"), CRAFTED, ids=[m.split(" is ")[0][7:-1] for _, m in CRAFTED])
+def test_a_crafted_records_file_is_refused_naming_the_line_and_field(
+    tmp_path: Path, fields: dict[str, object], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_weirdml.cli import main as weirdml
+
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    lines = [json.dumps(_record()), json.dumps(_record(**{"iteration": 2, **fields}))]
+    (theirs / "records.jsonl").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    assert weirdml(["report", str(theirs), "-o", str(out)]) == 2
+    assert f"{theirs / 'records.jsonl'} line 2: {message}" in capsys.readouterr().err
+    assert [p for p in tmp_path.rglob("*") if p.name not in ("theirs", "records.jsonl")] == []
+
+
+def test_one_huge_line_is_never_read_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_weirdml.cli import main as weirdml
+
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "records.jsonl").write_text(json.dumps(_record(output="x" * (17 << 20))) + "\n")
+    assert weirdml(["report", str(theirs), "-o", str(tmp_path / "out")]) == 2
+    assert "line 1 is longer than 16 MiB characters" in capsys.readouterr().err
+
+
+def test_every_text_of_a_records_file_is_escaped_in_html_and_stripped_in_transcripts(tmp_path: Path) -> None:
+    from html.parser import HTMLParser
+
+    from pytest_weirdml.cli import main as weirdml
+
+    hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>\x1b]0;owned\x07\x1b[2J"
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    records = [
+        _record(prompt=hostile, response=hostile, code=hostile, output=hostile, zero_reason=hostile, score=0.0),
+        {
+            "kind": "run_end",
+            "task": "tiny",
+            "model": "sent",
+            "run": 0,
+            "status": "error",
+            "error": hostile,
+            "session": "theirs",
+            "schema": 2,
+        },
+        _record(run=1),
+        {"kind": "run_end", "task": "tiny", "model": "sent", "run": 1, "status": "finished", "session": "theirs"},
+    ]
+    (theirs / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "out"
+    assert weirdml(["report", str(theirs), "-o", str(out), "--bootstrap", "100"]) == 0
+    page = (out / "report.html").read_text()
+
+    class Tags(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.found.append(tag)
+            assert not [name for name, _ in attrs if name.startswith("on")], (tag, attrs)
+
+    parser = Tags()
+    parser.feed(page)
+    assert (
+        "script" not in parser.found
+        and "img" not in parser.found[: parser.found.index("body")] + [t for t in parser.found if t == "img"][:0]
+    )
+    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 5
+    for transcript in (out / "transcripts").rglob("*.md"):
+        text = transcript.read_text()
+        assert "\x1b" not in text and "\x07" not in text
+    # Only the files of the report, all inside the output directory.
+    assert {p.relative_to(out).parts[0] for p in out.rglob("*")} <= {
+        "summary.json", "results.csv", "results_own_tasks.csv", "report.html", "transcripts"
+    }  # fmt: skip
+
+
+def test_resume_refuses_a_crafted_records_file_and_a_score_its_record_contradicts(
+    pytester: pytest.Pytester, base_args: list[str]
+) -> None:
+    from pytest_weirdml.tasks import build_data, load_task
+
+    task_dir = write_tiny_task(pytester.path, time_limit=10, iterations=2)
+    data = build_data(load_task(task_dir), pytester.path / "cache")
+    replay = write_replay(pytester.path / "agent.json", ["", GOOD_SCRIPT])
+    where = pytester.path / "reports" / "sent"
+    where.mkdir(parents=True)
+    records = where / "records.jsonl"
+    args = [f"--weirdml-model=replay:{replay}", "--weirdml-runs=1", f"--weirdml-resume={where}", *base_args]
+    records.write_text(json.dumps(_record(task="../../escaped", model="replay:agent.json")) + "\n")
+    refused = pytester.runpytest(*args)
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines([f"*--weirdml-resume: {records} line 1: field 'task' is '../../escaped'*"])
+    # A first iteration that crashed yet claims a perfect score.
+    claim = _record(
+        model="replay:agent.json", session="sent", data_key=data.key, score=1.0, exit_code=1,
+        zero_reason="the script crashed (exit code 1)", iterations_planned=2, time_limit_s=10.0,
+    )  # fmt: skip
+    records.write_text(json.dumps(claim) + "\n")
+    contradicted = pytester.runpytest(*args)
+    contradicted.assert_outcomes(errors=1)
+    contradicted.stdout.fnmatch_lines(
+        ["*iteration 1 of tiny / replay:agent.json / run 0 in the records scores 1.0 although it failed*"]
+    )
+    assert not list(where.rglob("*.md")) or all(p.is_relative_to(where) for p in where.rglob("*.md"))
+    # Another data identity is refused too, naming the option that resumes it.
+    records.write_text(json.dumps({**claim, "score": 0.0, "data_key": "v1-seed7-other"}) + "\n")
+    other = pytester.runpytest(*args)
+    other.assert_outcomes(errors=1)
+    other.stdout.fnmatch_lines(["*this run started on data v1-seed7-other*--weirdml-data-seed=*"])
+
+
+@pytest.mark.parametrize(
+    ("score", "shown"), [("NaN", "nan"), ('"nan"', "'nan'"), ("1.5", "1.5"), ("-0.1", "-0.1"), ("true", "True")]
+)
+def test_a_baseline_with_a_bad_score_is_refused_naming_the_file_and_field(
+    pytester: pytest.Pytester, tiny: Path, base_args: list[str], score: str, shown: str
+) -> None:
+    cell = (
+        f'{{"scores": [1.0, {score}], "conditions": {{"protocol": "published", "iterations": 1, '
+        '"time_limit_s": 20.0, "data": "v1-seed0-abc"}}'
+    )
+    path = pytester.path / "sent.json"
+    path.write_text(f'{{"format": "pytest-weirdml-baseline", "version": 1, "models": {{"m": {{"tiny": {cell}}}}}}}')
+    result = pytester.runpytest("--weirdml-model=reference", f"--weirdml-baseline={path}", *base_args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    field = "field 'models.m.tiny.scores[1]'"
+    assert (
+        f"--weirdml-baseline: {path}: {field} is {shown}; a score is a finite number in [0, 1]" in result.stderr.str()
+    )
+
+
+def test_a_baseline_name_that_would_drive_the_terminal_is_refused(
+    pytester: pytest.Pytester, tiny: Path, base_args: list[str]
+) -> None:
+    cell = (
+        '{"scores": [1.0], "conditions": {"protocol": "published", "iterations": 1, "time_limit_s": 20.0, "data": "d"}}'
+    )
+    path = pytester.path / "sent.json"
+    raw = {"format": "pytest-weirdml-baseline", "version": 1, "models": {"m\x1b[2J": {"tiny": json.loads(cell)}}}
+    path.write_text(json.dumps(raw))
+    result = pytester.runpytest("--weirdml-model=reference", f"--weirdml-baseline={path}", *base_args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "\x1b[2J" not in result.stdout.str() + result.stderr.str()
+    result.stderr.fnmatch_lines(["*--weirdml-baseline: *sent.json: model name 'm\\x1b[[]2J' holds characters*"])
+
+
+def test_what_the_harness_raises_on_a_script_is_its_zero_and_a_dead_backend_is_an_error(tmp_path: Path) -> None:
+    """A backend of one's own (as a conftest registers it): an exception while it handles a script
+    is that submission's zero; a ``SandboxError`` (the backend itself broke) ends the run."""
+    from pytest_weirdml.errors import SandboxError
+    from pytest_weirdml.loop import LoopSettings, run_task
+    from pytest_weirdml.models.offline import ReplayModel
+    from pytest_weirdml.sandbox import Environment, ExecResult, Limits, Sandbox
+    from pytest_weirdml.tasks import build_data, load_task
+
+    class Picky(Sandbox):
+        name = "picky"
+        isolated = True
+
+        def run(self, code: str, data_dir: Path, limits: Limits, gpu: str | None = None) -> ExecResult:
+            if "BOOM" in code:
+                raise RecursionError("maximum recursion depth exceeded")
+            if "DEAD" in code:
+                raise SandboxError("the backend's daemon went away")
+            return ExecResult(0, False, 0.1, "ok", 2, b"\n".join(b"0" for _ in range(100)))
+
+        def environment(self) -> Environment:
+            return Environment(python="3.11")
+
+    spec = load_task(write_tiny_task(tmp_path, iterations=3))
+    data = build_data(spec, tmp_path / "cache")
+    replay = write_replay(tmp_path / "r.json", ["print('BOOM')", "print('fine')", "print('DEAD')"])
+    seen: list[object] = []
+    settings = LoopSettings(limits=Limits(time_s=5))
+    with pytest.raises(SandboxError, match="daemon went away"):
+        run_task(spec, data, ReplayModel(str(replay)), Picky(), run=0, settings=settings, on_iteration=seen.append)
+    boom, fine = seen
+    assert boom.score == 0.0  # type: ignore[attr-defined]
+    assert boom.zero_reason == (  # type: ignore[attr-defined]
+        "the harness could not handle this script (RecursionError: maximum recursion depth exceeded)"
+    )
+    assert fine.zero_reason is None and "RecursionError" in fine.prompt  # type: ignore[attr-defined]
+    assert fine.isolation == "picky"  # type: ignore[attr-defined]
+
+
+def test_who_may_run_unisolated() -> None:
+    from pytest_weirdml.isolation import unisolated_refusal
+
+    for offline in ("reference", "baseline", "replay:answers.json", "human"):
+        assert unisolated_refusal((offline,), "no bwrap") is None
+    refusal = unisolated_refusal(("reference", "queue:inbox"), "no bwrap")
+    assert refusal is not None and refusal.startswith("--weirdml-model=queue:inbox is answered by an outside agent")
+    refusal = unisolated_refusal(("anthropic:claude-x",), "no bwrap")
+    assert refusal is not None and "calls a provider" in refusal and "--weirdml-allow-unisolated" in refusal

@@ -336,3 +336,10 @@ def test_resume_keeps_the_protocol_and_the_data_of_the_session(
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([message])
     assert len(read_iterations(where / "records.jsonl")) == 1
+
+
+def test_the_header_shows_a_server_without_its_credentials() -> None:
+    from pytest_weirdml.terminal import _shown_url
+
+    assert _shown_url("https://alice:s3cret@llm.example:8443/v1") == "https://llm.example:8443/v1"
+    assert _shown_url("http://127.0.0.1:8000/v1\x1b[2J") == "http://127.0.0.1:8000/v1"

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -445,6 +448,10 @@ def test_shipped_caps_reach_the_wire(wire: str) -> None:
             assert config.max_output_tokens == cap
             # Long enough to wait for a whole answer of that size (an hour per 128k tokens).
             assert config.request_timeout_s == max(600.0, 3600.0 * cap / 128_000)
+            # Streamed (the default), a call waits that long only without streaming; a stream
+            # waits at most the SDKs' own 10 minutes for its next chunk.
+            assert config.stream and config.read_timeout_s == 600.0
+            assert replace(config, stream=False).read_timeout_s == config.request_timeout_s
             _ask(models.build_provider(config))  # type: ignore[arg-type]
     bodies = [s.body.get("generationConfig", s.body) for s in server.requests]
     assert [body[field] for body in bodies] == [cap for _, cap in SHIPPED_CAPS[wire]]
@@ -544,3 +551,148 @@ def test_openai_compatible_cap_falls_back_with_a_note(project: pytest.Pytester) 
         ).assert_outcomes(passed=1)
     assert {s.body["max_tokens"] for s in server.requests} == {777}
     assert Catalog.load(project.path, max_output_tokens=777).lookup("fake").max_output_tokens == 777
+
+
+# Streaming ------------------------------------------------------------------------------------------
+
+
+def test_answers_stream_by_default_with_the_usage_of_the_final_chunk(wire: str) -> None:
+    usage = Usage(input=12_000, output=3_000, reasoning=1_000, cached=2_000)
+    text = "A long answer, streamed in pieces. " * 20
+    with FakeProvider(wire, lambda c: text, usage=usage) as server:
+        response = _ask(_model(wire, server, price_input=2.0, price_output=8.0, price_cached_input=0.5))
+        whole = _ask(_model(wire, server, stream=False))
+    assert [s.stream for s in server.requests] == [True, False]
+    assert response.text == whole.text == text
+    # The same record fields as from a whole answer.
+    for got in (response.usage, whole.usage):
+        assert (got.input_tokens, got.cached_tokens, got.output_tokens, got.reasoning_tokens) == (
+            12_000,
+            2_000,
+            3_000,
+            1_000,
+        )
+        assert (got.stop_reason, got.truncated, got.retries) == (
+            {"anthropic": "end_turn", "openai": "stop", "google": "STOP"}[wire],
+            False,
+            (),
+        )
+    assert response.usage.cost_usd == pytest.approx((10_000 * 2.0 + 2_000 * 0.5 + 3_000 * 8.0) / 1e6)
+    if wire == "openai":
+        assert server.requests[0].body["stream_options"] == {"include_usage": True}
+
+
+def test_a_stream_cut_at_the_cap_is_truncated_as_a_whole_answer_is(wire: str) -> None:
+    with FakeProvider(wire) as server:
+        server.plan.append(Planned(text=CUT_MID_FENCE, cut=True))
+        response = _ask(_model(wire, server))
+    assert server.requests[0].stream and response.text == CUT_MID_FENCE
+    assert (response.usage.stop_reason, response.usage.truncated) == (STOP_REASONS[wire], True)
+
+
+def test_a_stream_cut_halfway_is_retried_and_recorded(wire: str) -> None:
+    text = "Here is the whole answer, and it is long enough to be cut in the middle. " * 4
+    with FakeProvider(wire, lambda c: text) as server:
+        server.plan.append(Planned(cut_stream=True))
+        response = _ask(_model(wire, server, []))
+    assert response.text == text and len(server.requests) == 2 and all(s.stream for s in server.requests)
+    (retry,) = response.usage.retries
+    assert retry["attempt"] == 1
+    assert re.fullmatch(r"stream cut mid-answer after \d+ characters: connection error: .+", retry["error"]), retry
+    received = int(retry["error"].split(" after ")[1].split()[0])
+    assert 0 < received < len(text)
+
+
+def test_the_read_timeout_is_between_chunks_not_for_the_whole_answer(wire: str) -> None:
+    with FakeProvider(wire, lambda c: "fine, after a while") as server:
+        # About ten pauses of 0.3 s: the whole answer takes longer than the timeout, no gap does.
+        server.plan.append(Planned(chunk_delay_s=0.3))
+        clock = time.monotonic()
+        slow = _ask(_model(wire, server, [], timeout_s=0.8))
+        assert time.monotonic() - clock > 1.2 and slow.usage.retries == ()
+        # A gap longer than the timeout is a timeout, retried.
+        server.plan.append(Planned(chunk_delay_s=2.0))
+        stalled = _ask(_model(wire, server, [], timeout_s=0.8))
+    assert stalled.text == "fine, after a while"
+    (retry,) = stalled.usage.retries
+    assert "timeout: nothing from the server for 0.8 s" in retry["error"], retry
+
+
+@pytest.mark.parametrize("kind", [*WIRES, "openai-compatible"])
+def test_a_session_streams_and_records_a_cut_stream_as_a_retry(project: pytest.Pytester, kind: str) -> None:
+    wire = "openai" if kind == "openai-compatible" else kind
+    _need_sdk(wire)
+    with FakeProvider(wire, solver) as server:
+        server.plan.append(Planned(cut_stream=True))
+        if kind == "openai-compatible":
+            result = _run(
+                project,
+                "--weirdml-model=openai-compatible:tiny-llm",
+                f"--weirdml-base-url={server.base_url}",
+                "--weirdml-max-output-tokens=1000",
+            )
+        else:
+            project.makepyprojecttoml(_config(wire, server))
+            result = _run(project, "--weirdml-model=fake")
+    result.assert_outcomes(passed=1)
+    assert len(server.requests) == 4 and all(s.stream for s in server.requests)
+    records = _records(project)
+    assert [r["score"] for r in records] == [0.0, records[1]["score"], 1.0]
+    (retry,) = records[0]["usage"]["retries"]  # type: ignore[index]
+    assert "stream cut mid-answer" in retry["error"] and retry["attempt"] == 1
+    assert [r["usage"]["retries"] for r in records[1:]] == [[], []]  # type: ignore[index]
+    assert records[0]["usage"]["output_tokens"] == 50  # type: ignore[index]
+
+
+def test_stream_false_in_the_models_config_turns_streaming_off(project: pytest.Pytester) -> None:
+    _need_sdk("openai")
+    with FakeProvider("openai", solver) as server:
+        project.makepyprojecttoml(_config("openai", server) + "stream = false\n")
+        _run(project, "--weirdml-model=fake").assert_outcomes(passed=1)
+    assert [s.stream for s in server.requests] == [False] * 3
+    assert Catalog.load(project.path).lookup("fake").stream is False
+    (project.path / "weirdml.toml").write_text('[models.fake]\nstream = "no"\n')
+    with pytest.raises(ValueError, match=r"stream must be bool, got 'no'"):
+        Catalog.load(project.path)
+
+
+# The budget guard ----------------------------------------------------------------------------------
+
+
+def test_a_session_stops_starting_runs_at_the_cost_cap(project: pytest.Pytester) -> None:
+    _need_sdk("anthropic")
+    # $0.25 a call (50 output tokens at $5000 per million): a run of 3 calls costs $0.75.
+    priced = "price_input = 0.0\nprice_output = 5000.0\n"
+    with FakeProvider("anthropic", solver, usage=Usage(input=100, output=50, reasoning=0, cached=0)) as server:
+        project.makepyprojecttoml(
+            _config("anthropic", server).replace("price_input = 3.0\nprice_output = 15.0\n", priced)
+        )
+        result = _run(project, "--weirdml-model=fake", "--weirdml-runs=4", "--weirdml-max-cost=1.2", "-rs")
+    # Run 0 spent $0.75, under the cap: run 1 started, and brought the spending to $1.50.
+    result.assert_outcomes(passed=2, skipped=2)
+    assert len(server.requests) == 6
+    assert sorted({(r["run"], r["usage"]["cost_usd"]) for r in _records(project)}) == [(0, 0.25), (1, 0.25)]  # type: ignore[index]
+    result.stdout.fnmatch_lines(
+        [
+            "weirdml: the session's spending ($1.5000) reached --weirdml-max-cost=$1.2; 2 item(s) not run: "
+            "tiny[[]fake-2], tiny[[]fake-3]",
+            "SKIPPED [[]2[]] *not run: the session's spending reached --weirdml-max-cost=$1.2 ($1.5000 spent)",
+        ]
+    )
+    result.stdout.fnmatch_lines(["weirdml status: 4/4 done · elapsed *$1.5000 spent of --weirdml-max-cost=$1.2"])
+
+
+def test_a_cost_cap_with_unknown_prices_is_a_usage_error(project: pytest.Pytester) -> None:
+    _need_sdk("anthropic")
+    result = _run(project, "--weirdml-model=reference,claude", "--weirdml-max-cost=5")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*--weirdml-max-cost=$5 needs every model's prices, and claude (anthropic:claude-sonnet-5-5) has none: "
+            'set price_input and price_output (USD per million tokens) under [[]tool.weirdml.models."anthropic:'
+            'claude-sonnet-5-5"] in pyproject.toml*'
+        ]
+    )
+    bad = _run(project, "--weirdml-model=reference", "--weirdml-max-cost=nan")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--weirdml-max-cost must be US dollars above 0*'nan'*"])

@@ -16,8 +16,9 @@ from helpers import GOOD_SCRIPT, read_iterations, session_dir, write_replay, wri
 
 from pytest_weirdml.errors import SandboxError
 from pytest_weirdml.sandbox import Limits
+from pytest_weirdml.sandbox.local import bwrap_works
 from pytest_weirdml.sandbox.pool import overlapping, read_leases
-from pytest_weirdml.sandbox.ray_cluster import NODE_CACHE_ENV, RaySandbox
+from pytest_weirdml.sandbox.ray_cluster import NODE_CACHE_ENV, RaySandbox, node_cache
 from pytest_weirdml.tasks import build_data, load_task
 
 ray = pytest.importorskip("ray", reason="the Ray tests need Ray: pip install 'pytest-weirdml[ray]'")
@@ -130,6 +131,21 @@ def _wait_for(condition: Any, what: str, timeout: float = 120) -> None:
         time.sleep(0.1)
 
 
+def _script_runs_with(data: Path) -> bool:
+    """Whether a sandboxed script runs with this node's copy of the data: the bubblewrap command
+    binds it (without bubblewrap, whether the copy is there)."""
+    if not bwrap_works()[0]:
+        return any(data.glob("data/*"))
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"solution.py" in argv and any(arg.startswith(bytes(data)) for arg in argv):
+            return True
+    return False
+
+
 def test_a_node_killed_mid_execution_is_an_infrastructure_error_and_the_run_goes_on(
     pytester: pytest.Pytester, tiny: Path, cluster: Cluster, ray_args: list[str]
 ) -> None:
@@ -140,13 +156,15 @@ def test_a_node_killed_mid_execution_is_an_infrastructure_error_and_the_run_goes
     victim = cluster.add_node(**NODE)
     cluster.wait_for_nodes()
     script = "import time\ntime.sleep(6)\n" + GOOD_SCRIPT
-    replay = write_replay(pytester.path / "slow.json", [script])
+    # A second submission: its prompt is the feedback the model read on the first.
+    replay = write_replay(pytester.path / "slow.json", [script, GOOD_SCRIPT])
     command = [sys.executable, "-m", "pytest", f"--weirdml-model=replay:{replay}", "--weirdml-runs=1", *ray_args]
-    command += ["--weirdml-iterations=1", "-p", "no:xdist"]
+    command += ["--weirdml-iterations=2", "-p", "no:xdist"]
     session = subprocess.Popen(command, cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        _wait_for(lambda: _free_gpus() == 0, "the script to start on the victim node")
-        time.sleep(1.0)
+        # Killed once its script runs there: never before the execution reached it (Ray's view of
+        # free GPUs lags), nor after the script ended.
+        _wait_for(lambda: _script_runs_with(node_cache(victim.node_id)), "the script to start on the victim node")
         cluster.remove_node(victim, allow_graceful=False)
         release.touch()
         out, _ = session.communicate(timeout=240)
@@ -156,15 +174,43 @@ def test_a_node_killed_mid_execution_is_an_infrastructure_error_and_the_run_goes
         ray.get(holders)
     text = out.decode(errors="replace")
     assert "1 passed" in text, text[-3000:]
-    (record,) = _records(pytester)
+    record, after = _records(pytester)
     assert record["score"] == 1.0 and record["zero_reason"] is None
-    assert "infrastructure error, not the script's" in record["output"], record["output"]
+    # The records say what happened to the cluster; the model's feedback is about its script only.
+    (note,) = record["harness_notes"]
+    assert "infrastructure error, not the script's" in note, note
     assert record["node"] in {lease["node"] for lease in read_leases(session_dir(pytester))}
     victim_id = victim.node_id[:8]
-    assert victim_id not in record["node"] and victim_id in record["output"]
-    assert f"it ran again on {record['node']}" in record["output"]
+    assert victim_id not in record["node"] and victim_id in note
+    assert f"it ran again on {record['node']}" in note
+    assert "infrastructure error" not in record["output"] and victim_id not in record["output"]
+    assert after["prompt"] and "infrastructure error" not in after["prompt"] and victim_id not in after["prompt"]
+    assert after["harness_notes"] == []
 
 
 def test_ray_client_addresses_are_refused_naming_the_fix() -> None:
     with pytest.raises(SandboxError, match=r"Ray Client addresses are not supported; run the session on a node"):
         RaySandbox("ray://head:10001")
+
+
+def test_the_node_cache_is_a_private_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_weirdml.errors import SandboxError
+    from pytest_weirdml.sandbox.ray_cluster import node_cache
+
+    fresh = tmp_path / "fresh"
+    monkeypatch.setenv(NODE_CACHE_ENV, str(fresh))
+    assert node_cache("abcdef0123456789ffff") == fresh / "abcdef0123456789"
+    assert (fresh.stat().st_mode & 0o777) == 0o700
+    # A node id never becomes more than a name inside it.
+    assert node_cache("../../etc") == fresh / "etc"
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    monkeypatch.setenv(NODE_CACHE_ENV, str(shared))
+    with pytest.raises(SandboxError, match=r"is not a private directory .*mode 0700, not a link"):
+        node_cache("abc")
+    planted = tmp_path / "planted"
+    planted.symlink_to(fresh)
+    monkeypatch.setenv(NODE_CACHE_ENV, str(planted))
+    with pytest.raises(SandboxError, match="is not a private directory"):
+        node_cache("abc")

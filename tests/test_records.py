@@ -15,8 +15,10 @@ from pytest_weirdml.records import SCHEMA_VERSION, IterationRecord, RunPlan, Run
 from pytest_weirdml.session import SessionDir
 
 # A session recorded in schema 2 (the conditions copied into every iteration), with the
-# summary.json and the transcripts that session wrote when it ended: reference, baseline, a
-# replay with a crash and a missing code block, and a replay that errors before its first answer.
+# transcripts that session wrote when it ended and the summary.json that schema's own code
+# rebuilds from it (with the isolation and unscored fields added since it was recorded):
+# reference, baseline, a replay with a crash and a missing code block, and a replay that errors
+# before its first answer.
 SCHEMA_2 = Path(__file__).parent / "fixtures" / "schema2" / "20261201-214114-32427"
 
 

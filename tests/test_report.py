@@ -264,7 +264,7 @@ def test_live_progress_reaches_the_controller_under_xdist(tmp_path: Path) -> Non
     assert len(progress) == 6 and all(line.startswith("weirdml tiny · ") for line in progress)
     pattern = (
         r"weirdml tiny · replay:answers.json · run \d · iteration \d: acc .* · best \d\.\d{4}"
-        r"( · script [\d.]+ s)? · \$0\.0000"
+        r"( · script [\d.]+ s)? · \$0\.0000 \[[0-2]/2\]"
     )
     assert all(re.fullmatch(pattern, line) for line in progress), progress
 
@@ -323,6 +323,7 @@ def test_quiet_keeps_one_line_per_model_and_verbose_adds_progression(
     quiet.assert_outcomes(passed=2)
     quiet.stdout.fnmatch_lines(["*weirdml summary*", "baseline: 0.450 [[]0.450, 0.450] over 1 task(s), 1 run(s)*"])
     quiet.stdout.no_fnmatch_line("weirdml tiny · *")  # no live progress under -q
+    quiet.stdout.fnmatch_lines(["weirdml status: 1/2 done · elapsed *", "weirdml status: 2/2 done · elapsed *"])
     quiet.stdout.no_fnmatch_line("task*model*runs*")
     verbose = pytester.runpytest("--weirdml-model=reference", "--weirdml-runs=1", "-v", *base_args)
     verbose.stdout.fnmatch_lines(
@@ -355,3 +356,17 @@ def test_files_are_written_without_the_terminal_plugin(
     assert result.ret == 0
     (where,) = (pytester.path / "reports").iterdir()
     assert {"summary.json", "results.csv", "report.html"} <= {p.name for p in where.iterdir()}
+
+
+def test_transcripts_hold_no_terminal_escapes(tmp_path: Path) -> None:
+    from pytest_weirdml.records import IterationRecord, RunRecord
+    from pytest_weirdml.report.transcript import write_transcript
+
+    it = IterationRecord(
+        task="t", model="m", run=0, iteration=1, prompt="p", response="\x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m",
+        code=None, output="\x1b[1Abell\x07 nul\x00 c1\x9b", output_bytes=0, exit_code=None, timed_out=False,
+        duration_s=0.0, score=0.0, zero_reason="no code",
+    )  # fmt: skip
+    text = write_transcript(tmp_path, RunRecord("t", "m", 0, [it])).read_text()
+    assert "red" in text and "bell nul c1" in text
+    assert not [c for c in text if (ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import socket
 import subprocess
 import threading
@@ -22,6 +23,7 @@ import pytest
 
 from pytest_weirdml.errors import SandboxError
 from pytest_weirdml.sandbox import Sandbox
+from pytest_weirdml.sandbox._workdir import LeftoverWarning, tmpfs_usable
 from pytest_weirdml.sandbox.contract import *  # noqa: F403
 from pytest_weirdml.sandbox.contract import QUICK, assert_usable, run, verdict
 from pytest_weirdml.sandbox.docker import DockerSandbox
@@ -79,6 +81,93 @@ def test_without_a_tmpfs_the_cap_is_watched(backend: str, data_dir: Path) -> Non
 
 
 # The packages on offer -------------------------------------------------------------------------
+
+
+DEEP_TREE = """\
+import os
+os.chdir("results")
+for _ in range(2000):
+    os.mkdir("d")
+    os.chdir("d")
+open("leaf.txt", "w").write("deep")
+print("DEPTH 2000")
+"""
+MANY_FILES = """\
+made = 0
+try:
+    for i in range(6000):
+        open(f"results/f{i}", "w").close()
+        made += 1
+        if made % 100 == 0:
+            print("MADE", made, flush=True)
+finally:
+    print("MADE", made, flush=True)
+"""
+
+
+def _run_dirs() -> set[str]:
+    import tempfile
+
+    from pytest_weirdml.sandbox._workdir import ASIDE, PREFIX
+
+    mine = tuple(f"{start}{os.getpid()}-" for start in (PREFIX, ASIDE))
+    return {p.name for p in Path(tempfile.gettempdir()).iterdir() if p.name.startswith(mine)}
+
+
+@contextlib.contextmanager
+def opened(backend: str, *, capped: bool) -> Iterator[Sandbox]:
+    """A backend with results/ a tmpfs (``capped``) or a watched directory (a harness that may not mount)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if backend == "docker":
+            try:
+                box: Sandbox = DockerSandbox(cap_with_tmpfs=capped)
+            except SandboxError as exc:
+                pytest.skip(f"docker sandbox unavailable: {exc}")
+        else:
+            box = LocalSandbox(isolate=None if backend == "local" else False, cap_with_tmpfs=capped)
+    try:
+        yield box
+    finally:
+        box.close()
+
+
+@pytest.mark.parametrize("capped", [True, False], ids=["tmpfs", "watched"])
+@pytest.mark.parametrize("backend", WEIRDML_CONTRACT_BACKENDS)
+def test_a_tree_deeper_than_the_recursion_limit_is_removed(backend: str, capped: bool, data_dir: Path) -> None:
+    if capped and not tmpfs_usable()[0]:
+        pytest.skip(tmpfs_usable()[1])
+    with opened(backend, capped=capped) as box:
+        before = _run_dirs()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", LeftoverWarning)  # a run directory left aside would warn
+            # Each directory takes a block on a disk: room for 2000 of them.
+            result = run(box, data_dir, DEEP_TREE, dataclasses.replace(QUICK, time_s=30, results_bytes=64 << 20))
+        assert result.exit_code == 0 and "DEPTH 2000" in result.output, result
+        assert verdict(result) == "no predictions: results/test_preds.txt was not written"
+        assert _run_dirs() - before == set()
+        assert_usable(box, data_dir)
+
+
+@pytest.mark.parametrize("capped", [True, False], ids=["tmpfs", "watched"])
+@pytest.mark.parametrize("backend", WEIRDML_CONTRACT_BACKENDS)
+def test_results_holds_a_bounded_number_of_files(backend: str, capped: bool, data_dir: Path) -> None:
+    if capped and not tmpfs_usable()[0]:
+        pytest.skip(tmpfs_usable()[1])
+    # The watched fallback looks every 0.2 s: a writer slower than that is stopped near the count.
+    slow = "" if capped else "        __import__('time').sleep(0.0005)\n"
+    code = MANY_FILES.replace("        made += 1\n", "        made += 1\n" + slow)
+    with opened(backend, capped=capped) as box:
+        result = run(box, data_dir, code, dataclasses.replace(QUICK, time_s=30))
+        made = int(result.output.rsplit("MADE", 1)[1].split()[0])
+        assert made <= 4096 + (0 if capped else 2000), result
+        assert capped or "(the run was stopped for it)" in "".join(result.notes)
+        assert result.results_full and result.results_files_full, result
+        assert verdict(result) == (
+            "results/ is full: a script may make at most 4096 files there "
+            f"(the script ended with exit code {result.exit_code})"
+        )
+        assert_usable(box, data_dir)
 
 
 def test_both_backends_announce_the_same_packages() -> None:
@@ -309,3 +398,31 @@ def test_an_interpreter_without_the_packages_is_named_with_the_fix() -> None:
     with pytest.warns(MissingPackagesWarning, match=r"lacks numpy.*pip install -r .*requirements.txt"):
         env = box.environment()
     assert "numpy" not in env.packages and env.python.startswith("3.")
+
+
+def test_only_the_leased_gpus_device_nodes_are_bound(tmp_path: Path) -> None:
+    from pytest_weirdml.sandbox.leases import gpu_device_nodes
+
+    for name in ("nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"):
+        (tmp_path / name).touch()
+    (tmp_path / "nvidia-caps").mkdir()
+    names = [p.name for p in gpu_device_nodes("2", tmp_path)]
+    assert names == ["nvidia2", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-caps"]
+    # A GPU the harness knows only by UUID: the node's number is unknown, every node is bound.
+    assert len(gpu_device_nodes("GPU-1234", tmp_path)) == 8
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/nvidia0"), reason="no NVIDIA GPU here")
+def test_a_script_sees_only_its_gpus_device_node() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        box = LocalSandbox()
+    if not box.isolated:
+        pytest.skip("needs bubblewrap")
+    import tempfile
+
+    data = Path(tempfile.mkdtemp())
+    code = "import os\nprint('DEV', sorted(n for n in os.listdir('/dev') if n.startswith('nvidia')))\n"
+    result = box.run(code, data, QUICK, gpu="0")
+    nodes = result.output.split("DEV", 1)[1]
+    assert "'nvidia0'" in nodes and "'nvidia1'" not in nodes, result.output

@@ -75,3 +75,9 @@ def test_a_task_time_limit_must_be_finite_and_positive(tmp_path: Path, limit: st
     )
     with pytest.raises(TaskError, match="'time_limit_s' must be a finite number > 0"):
         load_task(task)
+
+
+def test_a_task_name_is_a_safe_name(tmp_path: Path) -> None:
+    task = write_tiny_task(tmp_path, name="odd name")
+    with pytest.raises(TaskError, match="a task name holds letters, digits"):
+        load_task(task)

@@ -2,9 +2,10 @@
 
 Settings: ``thinking_budget`` (extended thinking: a token budget, or ``"adaptive"``),
 ``effort`` (``output_config.effort``), ``temperature`` (for the models that still take it),
-``extra_body`` (fields merged into the request body). Requests are not
-streamed, so the SDK's refusal of long non-streaming calls is avoided by always passing our
-own timeout (``timeout_s``).
+``extra_body`` (fields merged into the request body). Answers are streamed through the SDK's
+``messages.stream`` and its final message (usage and stop reason as in a whole answer); with
+``stream = false`` the SDK's refusal of long non-streaming calls is avoided by always passing
+our own timeout (``timeout_s``).
 
 The SDK warns (``DeprecationWarning``) on every call to a model in its deprecation table; the
 harness says it once per session instead (``deprecation``), so that warning is silenced here.
@@ -17,7 +18,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from pytest_weirdml.models.base import PROVIDERS, Message, Response
-from pytest_weirdml.models.provider import Failure, ProviderModel, import_sdk, sdk_failure, split_system
+from pytest_weirdml.models.provider import (
+    Failure,
+    ProviderModel,
+    StreamCut,
+    import_sdk,
+    sdk_failure,
+    split_system,
+)
 from pytest_weirdml.records import Usage
 
 
@@ -36,7 +44,7 @@ class AnthropicModel(ProviderModel):
         return self._sdk.Anthropic(
             api_key=api_key,
             base_url=self.config.base_url,
-            timeout=self.config.request_timeout_s,
+            timeout=self.config.read_timeout_s,
             max_retries=0,  # tenacity retries, so each one is counted and recorded
         )
 
@@ -54,7 +62,7 @@ class AnthropicModel(ProviderModel):
             "model": config.model,
             "max_tokens": config.output_cap,
             "messages": [{"role": m.role, "content": m.content} for m in turns],
-            "timeout": config.request_timeout_s,
+            "timeout": config.read_timeout_s,
         }
         if system:
             kwargs["system"] = system
@@ -72,7 +80,7 @@ class AnthropicModel(ProviderModel):
             kwargs["extra_body"] = extra
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r"The model '.*' is deprecated", category=DeprecationWarning)
-            message = self._client.messages.create(**kwargs)
+            message = self._streamed(kwargs) if config.stream else self._client.messages.create(**kwargs)
         text = "".join(block.text for block in message.content if getattr(block, "type", None) == "text")
         usage = message.usage
         cached = usage.cache_read_input_tokens or 0
@@ -95,5 +103,20 @@ class AnthropicModel(ProviderModel):
             ),
         )
 
+    def _streamed(self, kwargs: dict[str, Any]) -> Any:
+        """The final message of a stream, accumulated by the SDK; ``StreamCut`` when it stops early."""
+        received = 0
+        with self._client.messages.stream(**kwargs) as stream:
+            try:
+                for event in stream:
+                    if event.type == "text":
+                        received += len(event.text)
+            except Exception as exc:
+                raise StreamCut(received, exc) from None
+            message = stream.get_final_message()
+        if message.stop_reason is None:
+            raise StreamCut(received)
+        return message
+
     def _classify(self, exc: BaseException) -> Failure | None:
-        return sdk_failure(exc, self._sdk, self.config.request_timeout_s)
+        return sdk_failure(exc, self._sdk, self.config.timeout_text())

@@ -63,6 +63,8 @@ class Model(abc.ABC):
     max_output_tokens: int | None = None
     # One line for the user when the output cap is a fallback (the server states no limit).
     cap_note: str | None = None
+    # Who answers, as the status line says it: "waiting for the model (iteration 2)".
+    waiting_for: str = "the model"
 
     @abc.abstractmethod
     def generate(self, request: Request) -> Response: ...

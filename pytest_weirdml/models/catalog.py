@@ -48,6 +48,8 @@ _COMMON: dict[str, tuple[type, ...]] = {
     "max_retries": (int,),
     "max_retry_wait_s": (int, float),
     "retry_initial_s": (int, float),
+    # Answers arrive as a stream (the default); false for a server that cannot stream.
+    "stream": (bool,),
     # When the prices were read off the provider's page ("2025-11"); shown beside every price.
     "price_checked": (str,),
     # The provider retires the model on this date (as it states it); use ``replacement`` instead.
@@ -57,6 +59,8 @@ _COMMON: dict[str, tuple[type, ...]] = {
 
 # A provider's output cap when neither the models config nor the provider sets one.
 FALLBACK_MAX_OUTPUT_TOKENS = 16384
+# The longest wait for the next piece of a streamed answer: the SDKs' own default timeout.
+STREAM_IDLE_TIMEOUT_S = 600.0
 
 
 def answer_timeout_s(max_output_tokens: int) -> float:
@@ -103,8 +107,10 @@ class ModelConfig:
     iterations: int | None = None
     base_url: str | None = None
     api_key_env: tuple[str, ...] = ()
-    # None: ``answer_timeout_s`` of the output cap.
+    # Streamed: the longest wait for the next chunk (None: ``STREAM_IDLE_TIMEOUT_S``); not
+    # streamed: for the whole answer (None: ``answer_timeout_s`` of the output cap).
     timeout_s: float | None = None
+    stream: bool = True
     max_retries: int = 6
     max_retry_wait_s: float = 600.0
     retry_initial_s: float = 1.0
@@ -121,6 +127,19 @@ class ModelConfig:
     def request_timeout_s(self) -> float:
         """Seconds to wait for one answer: ``timeout_s``, else long enough for the output cap."""
         return self.timeout_s if self.timeout_s is not None else answer_timeout_s(self.output_cap)
+
+    @property
+    def read_timeout_s(self) -> float:
+        """The read timeout of a call: between two chunks of a stream (idle), or for a whole answer."""
+        if not self.stream:
+            return self.request_timeout_s
+        return self.timeout_s if self.timeout_s is not None else STREAM_IDLE_TIMEOUT_S
+
+    def timeout_text(self) -> str:
+        """What a timeout of one call means, for its retry record and error."""
+        if self.stream:
+            return f"timeout: nothing from the server for {self.read_timeout_s:g} s"
+        return f"timeout: no complete answer within {self.read_timeout_s:g} s"
 
     def identity(self) -> dict[str, Any]:
         """The settings that shape answers (not prices, retries, keys or where the server is)."""
@@ -290,7 +309,7 @@ def _check(source: str, where: str, entry: Mapping[str, Any], provider: str | No
     specific = [_specific(name) for name in PROVIDERS.names()]
     for key, value in entry.items():
         kinds = _COMMON.get(key) or next((s[key] for s in specific if key in s), (str,))
-        if isinstance(value, bool) or not isinstance(value, kinds):
+        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
             names = " or ".join("list of str" if k is list else k.__name__ for k in kinds)
             raise ValueError(f"{source}: [{where}] {key} must be {names}, got {value!r}")
     if "model" in entry and not isinstance(entry["model"], str):

@@ -2,7 +2,9 @@
 
 Settings: ``thinking_budget`` (tokens; -1 lets the model decide, 0 turns thinking off where the
 model allows), ``thinking_level``, ``temperature``. Thought tokens are billed as output, so
-``output_tokens`` counts them and ``reasoning_tokens`` says how many they were.
+``output_tokens`` counts them and ``reasoning_tokens`` says how many they were. Answers are
+streamed (``generate_content_stream``): the text is the chunks' parts, the stop reason and the
+usage those of the last chunk that carries them; ``stream = false`` asks for a whole answer.
 """
 
 from __future__ import annotations
@@ -12,7 +14,16 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from pytest_weirdml.models.base import PROVIDERS, Message, Response
-from pytest_weirdml.models.provider import Failure, ProviderModel, import_sdk, split_system, status_failure
+from pytest_weirdml.models.provider import (
+    Failure,
+    ProviderModel,
+    StreamCut,
+    http_failure,
+    http_library,
+    import_sdk,
+    split_system,
+    status_failure,
+)
 from pytest_weirdml.records import Usage
 
 
@@ -27,11 +38,9 @@ class GoogleModel(ProviderModel):
         self._types = import_sdk("google.genai.types", self.provider, self.extra)
         self._errors = import_sdk("google.genai.errors", self.provider, self.extra)
         # The HTTP library the SDK raises transport errors from (httpx2 in new releases, httpx before).
-        self._httpx = _http_library()
+        self._httpx = http_library()
         # No retry_options: the SDK then never retries, and tenacity does it here, recorded.
-        options = self._types.HttpOptions(
-            base_url=self.config.base_url, timeout=int(self.config.request_timeout_s * 1000)
-        )
+        options = self._types.HttpOptions(base_url=self.config.base_url, timeout=int(self.config.read_timeout_s * 1000))
         return genai.Client(api_key=api_key, http_options=options)
 
     def _call(self, messages: Sequence[Message]) -> Response:
@@ -52,18 +61,15 @@ class GoogleModel(ProviderModel):
             temperature=config.temperature,
             thinking_config=thinking,
         )
-        response = self._client.models.generate_content(model=config.model, contents=contents, config=settings)
-        first = (response.candidates or [None])[0]
-        text = "".join(
-            part.text
-            for part in ((first.content.parts if first and first.content else None) or [])
-            if part.text and not part.thought
-        )
-        finish = first.finish_reason if first else None
+        if config.stream:
+            text, finish, usage = self._streamed(config.model, contents, settings)
+        else:
+            response = self._client.models.generate_content(model=config.model, contents=contents, config=settings)
+            first = (response.candidates or [None])[0]
+            text, finish, usage = _text(first), first.finish_reason if first else None, response.usage_metadata
         # An enum of the SDK (FinishReason.MAX_TOKENS), or its plain text for values it does not know.
         reason = None if finish is None else str(getattr(finish, "value", finish))
         stop = Usage(stop_reason=reason, truncated=reason == "MAX_TOKENS", max_output_tokens=config.output_cap)
-        usage = response.usage_metadata
         if usage is None:
             return Response(text, stop)
         thoughts = usage.thoughts_token_count or 0
@@ -78,25 +84,32 @@ class GoogleModel(ProviderModel):
             ),
         )
 
+    def _streamed(self, model: str, contents: Any, settings: Any) -> tuple[str, Any, Any]:
+        """The text, stop reason and usage of a streamed answer; ``StreamCut`` when it stops early."""
+        pieces: list[str] = []
+        finish = usage = None
+        try:
+            for chunk in self._client.models.generate_content_stream(model=model, contents=contents, config=settings):
+                first = (chunk.candidates or [None])[0]
+                pieces.append(_text(first))
+                finish = (first.finish_reason if first else None) or finish
+                usage = chunk.usage_metadata or usage
+        except Exception as exc:
+            raise StreamCut(sum(map(len, pieces)), exc) from None
+        if finish is None:
+            raise StreamCut(sum(map(len, pieces)))
+        return "".join(pieces), finish, usage
+
     def _classify(self, exc: BaseException) -> Failure | None:
         if isinstance(exc, self._errors.APIError):
             response = getattr(exc, "response", None)
             headers = getattr(response, "headers", None)
             message = f"{exc.status}: {exc.message}" if exc.status else str(exc.message or exc)
             return status_failure(int(exc.code or 0), message, headers)
-        if isinstance(exc, self._httpx.TimeoutException):
-            return Failure(True, f"timeout: no complete answer within {self.config.request_timeout_s:g} s")
-        if isinstance(exc, self._httpx.TransportError):
-            return Failure(True, f"connection error: {type(exc).__name__}: {exc}")
-        return None
+        return http_failure(exc, self._httpx, self.config.timeout_text())
 
 
-def _http_library() -> Any:
-    import importlib
-
-    for name in ("httpx2", "httpx"):
-        try:
-            return importlib.import_module(name)
-        except ImportError:
-            continue
-    raise ValueError("the google provider needs google-genai: pip install 'pytest-weirdml[google]'")
+def _text(candidate: Any) -> str:
+    """A candidate's answer: its text parts, thoughts left out."""
+    parts = (candidate.content.parts if candidate and candidate.content else None) or []
+    return "".join(part.text for part in parts if part.text and not part.thought)

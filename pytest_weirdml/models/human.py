@@ -82,6 +82,8 @@ class HumanModel(QueueModel):
     """Each request as a Markdown file and a line on the terminal; the answer from a file or ``$EDITOR``."""
 
     kind = "human"
+    # The status line is not redrawn while a person may be at the terminal (progress.PERSON).
+    waiting_for = "a person"
     # A person calls no API.
     cost_usd: float | None = 0.0
 

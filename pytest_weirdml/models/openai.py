@@ -12,6 +12,10 @@ alone (vLLM's ``max_model_len``, OpenRouter's ``context_length``) is the cap of 
 together, so the request carries no ``max_tokens`` and the answer may fill what the prompt leaves
 (vLLM refuses a ``max_tokens`` over that room; without one it grants all of it). A server that
 lists neither gets 8192 and the session says so.
+
+Answers are streamed through the SDK's ``chat.completions.stream`` with the usage asked for in
+the final chunk (``stream_options.include_usage``, which vLLM, Ollama and OpenRouter honour);
+``stream = false`` in the models config sends one whole request instead.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any, ClassVar
 
 from pytest_weirdml.models.base import PROVIDERS, Message, Response
 from pytest_weirdml.models.catalog import ModelConfig
-from pytest_weirdml.models.provider import Failure, ProviderModel, import_sdk, sdk_failure
+from pytest_weirdml.models.provider import Failure, ProviderModel, StreamCut, import_sdk, sdk_failure
 from pytest_weirdml.records import Usage
 
 
@@ -42,7 +46,7 @@ class OpenAIModel(ProviderModel):
             # Passed explicitly, so an OPENAI_API_KEY in the environment never goes to another server.
             api_key=api_key or "no-key",
             base_url=self.config.base_url,
-            timeout=self.config.request_timeout_s,
+            timeout=self.config.read_timeout_s,
             max_retries=0,  # tenacity retries, so each one is counted and recorded
         )
 
@@ -51,7 +55,7 @@ class OpenAIModel(ProviderModel):
         kwargs: dict[str, Any] = {
             "model": config.model,
             "messages": [{"role": m.role, "content": m.content} for m in messages],
-            "timeout": config.request_timeout_s,
+            "timeout": config.read_timeout_s,
         }
         if self._room is None:
             kwargs[self.max_tokens_field] = config.output_cap
@@ -61,7 +65,7 @@ class OpenAIModel(ProviderModel):
             kwargs["reasoning_effort"] = config.reasoning_effort
         if config.extra_body:
             kwargs["extra_body"] = dict(config.extra_body)
-        completion = self._client.chat.completions.create(**kwargs)
+        completion = self._streamed(kwargs) if config.stream else self._client.chat.completions.create(**kwargs)
         if not completion.choices:
             raise _NoChoices(f"the server answered with no choices (model {config.model})")
         choice = completion.choices[0]
@@ -87,10 +91,28 @@ class OpenAIModel(ProviderModel):
             ),
         )
 
+    def _streamed(self, kwargs: dict[str, Any]) -> Any:
+        """The completion a stream adds up to (the SDK's snapshot); ``StreamCut`` when it stops early."""
+        received = 0
+        with self._client.chat.completions.stream(**kwargs, stream_options={"include_usage": True}) as stream:
+            try:
+                for event in stream:
+                    if event.type == "content.delta":
+                        received += len(event.delta)
+            except Exception as exc:
+                raise StreamCut(received, exc) from None
+            try:
+                completion = stream.current_completion_snapshot
+            except AssertionError:  # the stream ended before its first chunk
+                raise StreamCut(received) from None
+        if completion.choices and completion.choices[0].finish_reason is None:
+            raise StreamCut(received)
+        return completion
+
     def _classify(self, exc: BaseException) -> Failure | None:
         if isinstance(exc, _NoChoices):
             return Failure(False, str(exc))
-        return sdk_failure(exc, self._sdk, self.config.request_timeout_s)
+        return sdk_failure(exc, self._sdk, self.config.timeout_text())
 
 
 @PROVIDERS.register("openai-compatible", usage="openai-compatible:MODEL")

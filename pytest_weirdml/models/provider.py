@@ -2,12 +2,14 @@
 
 A provider module subclasses ``ProviderModel`` with three methods: ``_connect`` (build the SDK
 client), ``_call`` (one request, no retries, returning the text and its token counts as a
-``Usage``, with the stop reason and whether the answer ended at the output cap) and
+``Usage``, with the stop reason and whether the answer ended at the output cap; streamed through
+the SDK's own streaming helper unless the models config says ``stream = false``) and
 ``_classify`` (is this exception worth a retry, what does the provider say, how long does it ask
 us to wait), declares the settings only it takes (``options``), and registers
 itself in ``base.PROVIDERS``: adding a provider is adding its module. Retries are tenacity's, with
 the SDK's own turned off, so every retry is counted, bounded and recorded in one place; the
-cost, latency and retries complete the call's ``Usage``.
+cost, latency and retries complete the call's ``Usage``. A stream that stops before its answer
+ends (``StreamCut``) is retried as a dropped connection is, and recorded as a retry.
 """
 
 from __future__ import annotations
@@ -43,6 +45,35 @@ class Failure:
     retryable: bool
     message: str
     retry_after_s: float | None = None
+
+
+class StreamCut(Exception):
+    """A streamed answer that stopped before its end, after ``received`` characters: by an error
+    of the connection (``cause``), or with the stream over and no stop reason (``cause=None``)."""
+
+    def __init__(self, received: int, cause: BaseException | None = None) -> None:
+        super().__init__(f"the stream stopped after {received} characters")
+        self.received = received
+        self.cause = cause
+
+
+def http_library() -> ModuleType:
+    """The HTTP library the SDKs raise transport errors from (httpx2 in new releases, httpx before)."""
+    for name in ("httpx2", "httpx"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    raise ValueError("the provider SDKs need httpx: pip install 'pytest-weirdml[providers]'")
+
+
+def http_failure(exc: BaseException, http: ModuleType, timeout_text: str) -> Failure | None:
+    """A transport error of the HTTP library itself (the SDKs pass these on in a stream)."""
+    if isinstance(exc, http.TimeoutException):
+        return Failure(True, timeout_text)
+    if isinstance(exc, http.TransportError):
+        return Failure(True, f"connection error: {type(exc).__name__}: {exc}")
+    return None
 
 
 def import_sdk(module: str, provider: str, extra: str) -> ModuleType:
@@ -161,6 +192,14 @@ class ProviderModel(Model):
         return None
 
     def _failure(self, exc: BaseException) -> Failure:
+        if isinstance(exc, StreamCut):
+            if exc.cause is None:
+                return Failure(True, f"the stream ended after {exc.received} characters without the answer's end")
+            inner = self._failure(exc.cause)
+            if not exc.received:
+                return inner
+            message = f"stream cut mid-answer after {exc.received} characters: {inner.message}"
+            return Failure(inner.retryable, message, inner.retry_after_s)
         failure = self._classify(exc)
         if failure is None:
             failure = Failure(False, f"{type(exc).__name__}: {exc}")
@@ -235,8 +274,9 @@ def split_system(messages: Sequence[Message]) -> tuple[str, list[Message]]:
     return system, [m for m in messages if m.role != "system"]
 
 
-def sdk_failure(exc: BaseException, sdk: ModuleType, timeout_s: float) -> Failure | None:
-    """Classify an exception of the Anthropic or OpenAI SDK (both share one exception layout)."""
+def sdk_failure(exc: BaseException, sdk: ModuleType, timeout_text: str) -> Failure | None:
+    """Classify an exception of the Anthropic or OpenAI SDK (both share one exception layout), or
+    of the HTTP library under it."""
     if isinstance(exc, sdk.APIStatusError):
         body = exc.body
         error = body.get("error", body) if isinstance(body, dict) else {}
@@ -246,8 +286,8 @@ def sdk_failure(exc: BaseException, sdk: ModuleType, timeout_s: float) -> Failur
         text = f"{kind}: {message}" if isinstance(kind, str) and kind and kind not in message else message
         return status_failure(exc.status_code, text, exc.response.headers)
     if isinstance(exc, sdk.APITimeoutError):
-        return Failure(True, f"timeout: no complete answer within {timeout_s:g} s")
+        return Failure(True, timeout_text)
     if isinstance(exc, sdk.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
         return Failure(True, f"connection error: {cause or exc.message}")
-    return None
+    return http_failure(exc, http_library(), timeout_text)

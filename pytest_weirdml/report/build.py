@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_weirdml.baseline import Baseline, BaselineError, compare, from_session
+from pytest_weirdml.horizons import report as horizon_report
+from pytest_weirdml.horizons.sessions import model_points
 from pytest_weirdml.records import RunRecord
 from pytest_weirdml.report import export, figures
 from pytest_weirdml.report.html import REPORT_FILE, render_html
@@ -98,7 +100,12 @@ def write_reports(
         figs, note = figures.all_figures(summary, published), None
     else:
         figs, note = [], "Figures need matplotlib: pip install 'pytest-weirdml[report]'."
-    page = render_html(summary, runs, figs, figures_note=note, published_note=published_note)
+    horizon_html = ""
+    if "horizons" in summary:
+        horizon_html = horizon_report.html_section(
+            summary, model_points(runs)[2], figures=bool(summary["models"]) and figures.available()
+        )
+    page = render_html(summary, runs, figs, figures_note=note, published_note=published_note, horizon_html=horizon_html)
     paths["html"] = out_dir / REPORT_FILE
     paths["html"].write_text(page, encoding="utf-8")
     by_session = len({run.session for run in runs}) > 1

@@ -115,7 +115,7 @@ def _iteration(it: IterationRecord) -> str:
     verdict = f"{it.score:.4f}" + (f" <span class='zero'>— {_e(it.zero_reason)}</span>" if it.zero_reason else "")
     code_html = "<p class='meta'>no code block</p>" if it.code is None else highlight(it.code)
     return (
-        f"<details class='iteration'><summary>iteration {it.iteration}: {verdict}</summary>"
+        f"<details class='iteration'><summary>iteration {_e(it.iteration)}: {verdict}</summary>"
         f"<p class='meta'>script: {_e(script_status(it))} · model: {_e(usage_text(it))}</p>"
         f"<details><summary>prompt</summary><pre>{_e(it.prompt)}</pre></details>"
         f"<h4>response</h4><pre class='response'>{_e(it.response)}</pre>"
@@ -143,10 +143,10 @@ def _transcripts(runs: Sequence[RunRecord]) -> str:
                 f"<pre>{_e(system)}</pre></details>"
             )
             body = told + "".join(_iteration(it) for it in its)
-            anchor = f"run-{_e(task)}-{_e(run.model)}-{_e(run.session)}-{run.run}"
+            anchor = f"run-{_e(task)}-{_e(run.model)}-{_e(run.session)}-{_e(run.run)}"
             out.append(
                 f"<details class='run' data-status='{_e(run.status)}' id='{anchor}'>"
-                f"<summary class='run'>{_e(run.model)} · run {run.run}{session}: score {run.score:.4f} "
+                f"<summary class='run'>{_e(run.model)} · run {_e(run.run)}{session}: score {run.score:.4f} "
                 f"({len(its)} submission{'s' if len(its) != 1 else ''}, {zeros} scored 0){status}</summary>"
                 f"{body}</details>"
             )
@@ -157,11 +157,12 @@ def _unscored(summary: dict[str, Any]) -> str:
     parts = []
     for entry in summary.get("errors", []):
         parts.append(
-            f"<li>{_e(entry['task'])} · {_e(entry['model'])} · run {entry['run']}: {_e(entry.get('error') or '')}</li>"
+            f"<li>{_e(entry['task'])} · {_e(entry['model'])} · run {_e(entry['run'])}: "
+            f"{_e(entry.get('error') or '')}</li>"
         )
     for entry in summary.get("incomplete", []):
         parts.append(
-            f"<li>{_e(entry['task'])} · {_e(entry['model'])} · run {entry['run']}: the session ended first</li>"
+            f"<li>{_e(entry['task'])} · {_e(entry['model'])} · run {_e(entry['run'])}: the session ended first</li>"
         )
     if not parts:
         return ""
@@ -175,6 +176,7 @@ def render_html(
     *,
     figures_note: str | None = None,
     published_note: str | None = None,
+    horizon_html: str = "",
 ) -> str:
     sessions = ", ".join(summary.get("sessions", [])) or "-"
     boot = summary.get("bootstrap", {})
@@ -186,7 +188,7 @@ def render_html(
 <h1>WeirdML report</h1>
 <p class="meta">sessions {_e(sessions)} · {_e(summary.get("generator", ""))} ·
 records up to {_e(summary.get("created", ""))} ·
-95% intervals: {_e(boot.get("method", ""))}, {boot.get("resamples", "?")} resamples</p>
+95% intervals: {_e(boot.get("method", ""))}, {_e(boot.get("resamples", "?"))} resamples</p>
 {_unscored(summary)}
 <h2>Accuracy by task</h2>
 <p class="meta">Run score = best accuracy over a run's submissions; task score = mean over runs;
@@ -194,6 +196,7 @@ overall = unweighted mean over tasks.</p>
 {_results_table(summary)}
 <h2>Per model</h2>
 {_model_table(summary)}
+{horizon_html}
 <h2>Figures</h2>
 {f"<p class='meta'>{_e(published_note)}</p>" if published_note else ""}
 {_figures(figures, figures_note)}

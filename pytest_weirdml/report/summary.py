@@ -40,14 +40,27 @@ data (a model without prices has no cost):
     ``code_lines``    ``{p10, p50, p90}`` of the line counts of all submitted scripts.
     ``exec_time_median_s``    median execution time of the submitted scripts.
     ``exec_s``        every submitted script's execution time (for the histogram).
+``horizons``      only when a task run here has ``[time_estimates]``: the time horizons
+                  (pytest_weirdml.horizons): ``method``, ``resamples``, ``seed``, ``tasks_used``,
+                  ``tasks_without_estimates`` (left out of the fit), ``estimates`` (task -> where
+                  its hours come from) and ``models`` (model -> the same object as its
+                  ``horizon`` below).
+    ``models[m].horizon``  ``{x50_hours, q025, q975, n_data, n_success, x50_fit_hours, beta, tasks,
+                  resamples, converged}``: the median horizon in hours over the bootstrap and its
+                  95% interval, the points and successes, the fit on all points.
 ``runs``          every scored (finished) run as ``RunRecord.summary()``, sorted by session,
                   task, model and run: its scores, and the conditions it was made under
                   (``protocol``, ``data``, ``data_seed``, ``iterations_planned``, ``time_limit_s``,
                   ``sandbox``, ``hardware``).
+``isolation``     how the scored runs' scripts were isolated (``bwrap+cgroups``, ``bwrap``,
+                  ``docker``, ``none``; ``unknown`` for records made before it was recorded).
 ``errors``        runs a harness error stopped (not scored): ``{session, task, model, run,
                   iterations, error}``.
 ``incomplete``    runs whose session ended before they did (killed or interrupted; not scored):
                   ``{session, task, model, run, iterations}``.
+``unscored``      model -> why its runs were not scored -> how many: the harness error cut after
+                  its first ``:`` (``SandboxError``), or ``the session ended first``; so a model's
+                  dropped runs are visible beside its scores.
 """
 
 from __future__ import annotations
@@ -59,6 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_weirdml import __version__, stats
+from pytest_weirdml.horizons.sessions import horizons_of
 from pytest_weirdml.records import ERROR, RunRecord
 from pytest_weirdml.report.published import shared_tasks
 
@@ -89,7 +103,7 @@ def summarize(runs: Sequence[RunRecord], *, resamples: int = 10_000, seed: int =
             "comparable; build a report for each protocol's sessions apart"
         )
     times = [r.ended_at or (r.iterations[-1].started_at if r.iterations else "") for r in ordered]
-    return build_summary(
+    summary = build_summary(
         [r.summary() for r in ordered if r.scored],
         errors=[unscored(r) for r in ordered if r.status == ERROR],
         incomplete=[unscored(r) for r in ordered if not r.scored and r.status != ERROR],
@@ -98,6 +112,12 @@ def summarize(runs: Sequence[RunRecord], *, resamples: int = 10_000, seed: int =
         sessions=sorted({r.session for r in ordered if r.session}),
         created=max(times, default=""),
     )
+    horizons = horizons_of(ordered)
+    if horizons is not None:
+        summary["horizons"] = horizons
+        for model, row in horizons["models"].items():
+            summary["models"][model]["horizon"] = row
+    return summary
 
 
 def build_summary(
@@ -142,6 +162,7 @@ def build_summary(
         "protocol": next(iter({r.get("protocol", "") for r in runs}), ""),
         "data": {task: sorted(keys) for task, keys in sorted(data.items())},
         "data_seeds": sorted(seeds),
+        "isolation": sorted({str(r.get("isolation") or "unknown") for r in runs}),
         "bootstrap": bootstrap,
         "tasks": tasks,
         "published_tasks": published,
@@ -149,7 +170,23 @@ def build_summary(
         "runs": [dict(r) for r in runs],
         "errors": [dict(e) for e in errors],
         "incomplete": [dict(i) for i in incomplete],
+        "unscored": unscored_counts(errors, incomplete),
     }
+
+
+SESSION_ENDED = "the session ended first"
+
+
+def unscored_counts(
+    errors: Sequence[Mapping[str, Any]], incomplete: Sequence[Mapping[str, Any]]
+) -> dict[str, dict[str, int]]:
+    """model -> reason -> number of runs not scored for it."""
+    counts: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    for entry in errors:
+        counts[entry["model"]][str(entry.get("error") or "harness error").split(":", 1)[0]] += 1
+    for entry in incomplete:
+        counts[entry["model"]][SESSION_ENDED] += 1
+    return {model: dict(reasons) for model, reasons in sorted(counts.items())}
 
 
 def overall_over(

@@ -1,7 +1,10 @@
 """A run as a readable transcript: the Markdown file per run, and the words the HTML shares.
 
 Written live when a run ends (so a long session can be read as it goes) and again by
-``report.build`` for every run of the records, with the same function.
+``report.build`` for every run of the records, with the same function. What a model or a script
+wrote is kept as text only: terminal escape sequences and control characters are removed (a
+transcript shown with ``cat`` must not drive the terminal), and the file's path is made of
+sanitised names only and checked to stay inside the output directory.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_weirdml.records import ERROR, FINISHED, IterationRecord, RunRecord
+from pytest_weirdml.untrusted import printable
 
 TRANSCRIPTS_DIR = "transcripts"
 
@@ -67,22 +71,30 @@ def render_markdown(run: RunRecord) -> str:
             "```",
             "",
         ]
-    return "\n".join(lines)
+    return printable("\n".join(lines))
 
 
 def transcript_path(directory: Path, run: RunRecord, *, by_session: bool = False) -> Path:
     """``transcripts/<task>/<model>-<run>.md``; under ``<session>/`` first when several
     sessions are merged (their run numbers overlap)."""
     root = directory / TRANSCRIPTS_DIR / (_safe(run.session) if by_session else "")
-    return root / run.task / f"{_safe(run.model)}-{run.run}.md"
+    path = root / _safe(run.task) / f"{_safe(run.model)}-{int(run.run)}.md"
+    inside = directory.resolve() / TRANSCRIPTS_DIR
+    if not path.resolve().is_relative_to(inside):
+        raise ValueError(f"transcript path {path} would leave {inside}")
+    return path
 
 
 def write_transcript(directory: Path, run: RunRecord, *, by_session: bool = False) -> Path:
     path = transcript_path(directory, run, by_session=by_session)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink():
+        path.unlink()
     path.write_text(render_markdown(run), encoding="utf-8")
     return path
 
 
 def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    """A path component of ASCII letters, digits and ``-_.`` only, never ``.``, ``..`` or hidden."""
+    safe = "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "_" for c in str(name))[:120]
+    return "_" + safe[1:] if not safe or safe.startswith(".") else safe

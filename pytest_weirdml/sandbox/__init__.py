@@ -63,7 +63,11 @@ class ExecResult:
     output: str
     output_bytes: int
     predictions: bytes | None
+    # The harness's notes the model reads after the output (what was cut, what was killed).
     notes: tuple[str, ...] = ()
+    # Notes for the records only, never for the model: what happened to the infrastructure
+    # around the script (an execution that ran again after a Ray node failed).
+    harness_notes: tuple[str, ...] = ()
     # Why ``results/test_preds.txt`` was not read (a symlink, a FIFO, too large...), in the
     # words the model reads; None when it was read or simply not written.
     predictions_problem: str | None = None
@@ -71,8 +75,12 @@ class ExecResult:
     out_of_memory: bool = False
     # results/ reached its size cap (writes failed, or the run was stopped for it).
     results_full: bool = False
+    # ... on its count of files (``_workdir.RESULTS_INODES``) rather than its bytes.
+    results_files_full: bool = False
     # The machine that ran it, where that is not this one (a Ray node).
     node: str = ""
+    # How the script was isolated (``Sandbox.isolation``), as the backend that ran it says.
+    isolation: str = ""
 
 
 @dataclass(frozen=True)
@@ -94,6 +102,12 @@ class Sandbox(abc.ABC):
 
     name: str
     isolated: bool
+
+    @property
+    def isolation(self) -> str:
+        """How scripts are isolated, as every record says: ``bwrap+cgroups`` (bubblewrap and a
+        cgroup per run), ``bwrap``, ``docker`` or ``none`` (a plain subprocess)."""
+        return self.name if self.isolated else "none"
 
     @abc.abstractmethod
     def run(self, code: str, data_dir: Path, limits: Limits, gpu: str | None = None) -> ExecResult: ...

@@ -7,6 +7,11 @@ holds every descendant whatever it does, so the end of a run kills them all.
 cgroup v1 (a ``pids`` and a ``memory`` hierarchy) and v2 (one unified hierarchy, where the
 controllers are already delegated to our group's children) are both supported. The child
 process joins the group between fork and exec, so nothing it starts is ever outside.
+
+A run leased a share of the cores: ``bind_cpus`` confines the group to them with a cpuset (v1
+``cpuset`` hierarchy, v2 ``cpuset.cpus``), else with a CPU quota of that many cores (``cpu.max``,
+``cpu.cfs_quota_us``). A script that resets its own affinity to every core still runs on its
+share: the kernel intersects any affinity with the cpuset.
 """
 
 from __future__ import annotations
@@ -45,6 +50,9 @@ class RunCgroup:
 
     dirs: list[Path]
     version: int
+    name: str = ""
+    # How the group is held to its cores: "cpuset", "cpu quota" or "" (affinity only).
+    cpu_bound: str = ""
 
     @classmethod
     def create(cls, *, max_processes: int, memory_bytes: int, root: Path = CGROUP_ROOT) -> RunCgroup:
@@ -61,7 +69,7 @@ class RunCgroup:
     @classmethod
     def _create_v1(cls, root: Path, own: dict[str, str], name: str, max_processes: int, memory_bytes: int) -> RunCgroup:
         made: list[Path] = []
-        group = cls(made, 1)
+        group = cls(made, 1, name)
         try:
             for controller in ("pids", "memory"):
                 base = root / controller / own.get(controller, "/").lstrip("/")
@@ -94,7 +102,7 @@ class RunCgroup:
             # Enabling them ourselves would need our own process moved out of its group first.
             raise CgroupUnavailable(f"the {', '.join(sorted(missing))} controller(s) are not delegated to {base}")
         path = base / name
-        group = cls([], 2)
+        group = cls([], 2, name)
         try:
             path.mkdir()
             group.dirs.append(path)
@@ -106,6 +114,52 @@ class RunCgroup:
             group.remove()
             raise CgroupUnavailable(f"cannot create a cgroup under {base}: {exc}") from exc
         return group
+
+    def bind_cpus(self, cpus: tuple[int, ...], root: Path = CGROUP_ROOT) -> str:
+        """Hold the group to ``cpus`` (before any process enters); returns how (``cpu_bound``)."""
+        if not cpus or not self.dirs:
+            return ""
+        listed = ",".join(map(str, cpus))
+        quota = f"{len(cpus) * 100_000}"
+        if self.version == 2:
+            path = self.dirs[0]
+            try:
+                delegated = (path.parent / "cgroup.subtree_control").read_text().split()
+            except OSError:
+                return ""
+            attempts = [("cpuset", path, "cpuset.cpus", listed), ("cpu quota", path, "cpu.max", f"{quota} 100000")]
+            attempts = [a for a in attempts if ("cpuset" if a[0] == "cpuset" else "cpu") in delegated]
+        else:
+            own = _own_paths()
+            attempts = []
+            for controller, kind, file, value in (
+                ("cpuset", "cpuset", "cpuset.cpus", listed),
+                ("cpu", "cpu quota", "cpu.cfs_quota_us", quota),
+            ):
+                base = root / controller / own.get(controller, "/").lstrip("/")
+                if (base / "cgroup.procs").exists():
+                    attempts.append((kind, base / self.name, file, value))
+        for kind, path, file, value in attempts:
+            made = path not in self.dirs
+            try:
+                if made:
+                    path.mkdir()
+                if file == "cpuset.cpus" and self.version == 1:
+                    # A v1 cpuset takes no task before it has memory nodes: its parent's.
+                    _write(path / "cpuset.mems", (path.parent / "cpuset.mems").read_text().strip())
+                if file == "cpu.cfs_quota_us":
+                    _write(path / "cpu.cfs_period_us", "100000")
+                _write(path / file, value)
+            except OSError:
+                if made:
+                    with contextlib.suppress(OSError):
+                        path.rmdir()
+                continue
+            if made:
+                self.dirs.append(path)
+            self.cpu_bound = kind
+            return kind
+        return ""
 
     def enter(self) -> None:
         """Move the calling process into the group. Meant for a child between fork and exec."""
@@ -184,7 +238,7 @@ def remove_stale(root: Path = CGROUP_ROOT) -> list[str]:
     if (root / "cgroup.controllers").exists():
         bases = [(root / own.get("", "/").lstrip("/"), 2)]
     else:
-        bases = [(root / c / own.get(c, "/").lstrip("/"), 1) for c in ("pids", "memory")]
+        bases = [(root / c / own.get(c, "/").lstrip("/"), 1) for c in ("pids", "memory", "cpuset", "cpu")]
     removed = []
     for base, version in bases:
         try:

@@ -1,4 +1,8 @@
-"""Capture a process's output with a size cap that keeps both its head and its tail."""
+"""Capture a process's output with a size cap that keeps both its head and its tail.
+
+The stream is redacted before the cap cuts it (``redact.StreamRedactor``): a key printed across
+the cut is replaced whole, never left as a prefix in the head or a suffix in the tail.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import contextlib
 import os
 import threading
 
+from pytest_weirdml.redact import StreamRedactor
 from pytest_weirdml.sandbox import size_text
 
 
@@ -26,9 +31,17 @@ class CappedBuffer:
         self._head = bytearray()
         self._tail = bytearray()
         self.total = 0
+        # What reached the buffer after redaction (a key is longer or shorter than its marker).
+        self._seen = 0
+        self._redactor = StreamRedactor()
 
     def feed(self, chunk: bytes) -> None:
+        """Take the next bytes of the stream (``total`` counts them as the script wrote them)."""
         self.total += len(chunk)
+        self._keep(self._redactor.feed(chunk))
+
+    def _keep(self, chunk: bytes) -> None:
+        self._seen += len(chunk)
         room = self._half - len(self._head)
         if room > 0:
             self._head += chunk[:room]
@@ -40,11 +53,12 @@ class CappedBuffer:
                 del self._tail[: len(self._tail) - self._half]
 
     def text(self) -> str:
+        self._keep(self._redactor.flush())
         tail = bytes(self._tail[-self._half :])
         kept = len(self._head) + len(tail)
         text = self._head.decode("utf-8", errors="replace")
-        if self.total > kept:
-            text += f"\n[... {self.total - kept} bytes of output not kept: the harness keeps {size_text(kept)} ...]\n"
+        if self._seen > kept:
+            text += f"\n[... {self._seen - kept} bytes of output not kept: the harness keeps {size_text(kept)} ...]\n"
         return text + tail.decode("utf-8", errors="replace")
 
 

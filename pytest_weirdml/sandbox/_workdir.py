@@ -14,8 +14,13 @@ nothing the script leaves there:
   with one link; never more than the cap. A symlink (to ``/proc/self/environ``, ``/etc/passwd``,
   the hidden answers), a FIFO, a device or a directory is refused with its own reason and never
   opened.
+- **Files.** The tmpfs holds at most ``RESULTS_INODES`` entries; the watched fallback counts
+  them too and stops the run past that count.
 - **Leftovers.** The directory's name carries its owner's pid and start time; a session killed
   with SIGKILL leaves it behind, and the next sandbox to start removes it (unmounting first).
+  Removal walks the tree without recursion (``_tree``), however deep the script made it; a
+  directory that still cannot be removed is renamed aside (``weirdml-unremovable-...``, never
+  tried again) with a ``LeftoverWarning`` naming it, and never stops a run or a session.
 """
 
 from __future__ import annotations
@@ -27,16 +32,16 @@ import errno
 import functools
 import os
 import re
-import shutil
 import stat
 import tempfile
 import warnings
 from pathlib import Path
 
-from pytest_weirdml.sandbox import ExecResult, Limits, size_text
-from pytest_weirdml.sandbox._output import capture_note
+from pytest_weirdml.sandbox import size_text
+from pytest_weirdml.sandbox._tree import walk
 
 PREFIX = "weirdml-run-"
+ASIDE = "weirdml-unremovable-"
 RESULTS = "results"
 PREDICTIONS = "test_preds.txt"
 SHOWN_PATH = f"{RESULTS}/{PREDICTIONS}"
@@ -49,6 +54,10 @@ _NAME = re.compile(rf"^{PREFIX}(\d+)-(\d+)-")
 
 class CappedWritesWarning(UserWarning):
     """results/ cannot be a size-capped tmpfs here; its size is only watched while scripts run."""
+
+
+class LeftoverWarning(UserWarning):
+    """A run directory could not be removed; it was renamed aside (the warning names it)."""
 
 
 def process_start(pid: int) -> str | None:
@@ -125,14 +134,34 @@ def _mount_points_under(path: Path) -> list[Path]:
     return sorted(found, key=lambda p: len(p.parts), reverse=True)
 
 
-def _remove(path: Path) -> None:
-    for point in _mount_points_under(path):
-        _unmount(point)
-    shutil.rmtree(path, ignore_errors=True)
+def _remove(path: Path) -> str | None:
+    """Remove a run directory; when that fails, rename it aside and return the new name."""
+    try:
+        for point in _mount_points_under(path):
+            _unmount(point)
+        walk(path, remove=True)
+        return None
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # whatever a script left, it must not stop the harness
+        aside = path.with_name(ASIDE + path.name.removeprefix(PREFIX))
+        try:
+            path.rename(aside)
+        except OSError as rename_error:
+            where = f"it stays at {path} ({rename_error.strerror})"
+        else:
+            where = f"it was renamed to {aside}"
+        warnings.warn(
+            f"a run directory could not be removed ({type(exc).__name__}: {exc}); {where}: remove it by hand",
+            LeftoverWarning,
+            stacklevel=3,
+        )
+        return str(aside)
 
 
 def remove_stale(root: Path | None = None) -> list[str]:
-    """Remove the run directories whose owning process is gone (a session killed with SIGKILL)."""
+    """Remove the run directories whose owning process is gone (a session killed with SIGKILL);
+    one that cannot be removed is renamed aside, with a warning, and the session goes on."""
     root = Path(root or tempfile.gettempdir())
     removed = []
     try:
@@ -169,6 +198,7 @@ class RunDir:
         self.home = self.path / ".home"
         self.results_bytes = results_bytes
         self.capped = cap_with_tmpfs
+        self._too_many = False
         try:
             self.results.mkdir()
             if cap_with_tmpfs:
@@ -197,30 +227,28 @@ class RunDir:
         self.close()
 
     def close(self) -> None:
-        _remove(self.path)
+        self.left_aside = _remove(self.path)
 
     # The size cap -------------------------------------------------------------------------------
 
+    def results_usage(self) -> tuple[int, int]:
+        """(bytes, entries) of what the script has put under results/, however deep."""
+        try:
+            usage = walk(self.results)
+        except OSError:
+            return 0, 0
+        return usage.bytes, usage.entries
+
     def results_size(self) -> int:
         """Bytes the files under results/ occupy (what a script has written to the host)."""
-        total = 0
-        stack = [str(self.results)]
-        while stack:
-            try:
-                entries = list(os.scandir(stack.pop()))
-            except OSError:
-                continue
-            for entry in entries:
-                with contextlib.suppress(OSError):
-                    info = entry.stat(follow_symlinks=False)
-                    total += info.st_blocks * 512
-                    if stat.S_ISDIR(info.st_mode):
-                        stack.append(entry.path)
-        return total
+        return self.results_usage()[0]
 
     def over_cap(self) -> bool:
-        """For the uncapped fallback, polled while the script runs."""
-        return self.results_size() > self.results_bytes
+        """For the uncapped fallback, polled while the script runs: over the bytes or the files."""
+        size, entries = self.results_usage()
+        if entries > RESULTS_INODES:
+            self._too_many = True
+        return size > self.results_bytes or entries > RESULTS_INODES
 
     def full(self) -> bool:
         """Whether results/ reached its cap (bytes or files)."""
@@ -230,10 +258,19 @@ class RunDir:
             fs = os.statvfs(self.results)
         except OSError:
             return False
+        if fs.f_favail == 0:
+            self._too_many = True
         # A page or two always stays unused; anything closer to the cap is a write that failed.
-        return fs.f_bavail * fs.f_frsize < 64 << 10 or fs.f_favail == 0
+        return fs.f_bavail * fs.f_frsize < 64 << 10 or self._too_many
+
+    @property
+    def too_many_files(self) -> bool:
+        """results/ reached its cap on files (``RESULTS_INODES``), not on bytes."""
+        return self._too_many
 
     def full_note(self) -> str:
+        if self._too_many:
+            return f"harness: results/ is full: a script may make at most {RESULTS_INODES} files there"
         return f"harness: results/ is full: a script may write at most {size_text(self.results_bytes)} there"
 
     # Reading the predictions --------------------------------------------------------------------
@@ -321,42 +358,3 @@ def _kind_at(name: str, dir_fd: int) -> str:
         return _kind(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except OSError as exc:
         return "unreadable" if exc.errno != errno.ENOENT else "gone"
-
-
-def run_result(
-    work: RunDir,
-    limits: Limits,
-    *,
-    exit_code: int | None,
-    timed_out: bool,
-    duration_s: float,
-    output: str,
-    output_bytes: int,
-    out_of_memory: bool = False,
-    over_cap: bool = False,
-) -> ExecResult:
-    """What every backend returns for a finished run: the harness's notes (time limit, memory,
-    a full results/, a capped capture) in one wording, and the predictions read through ``work``."""
-    results_full = over_cap or work.full()
-    notes = []
-    if timed_out:
-        notes.append(f"harness: killed after the time limit of {limits.time_s:g} s")
-    if out_of_memory:
-        notes.append(f"harness: a process was killed: out of memory (limit {size_text(limits.memory_bytes)})")
-    if results_full:
-        notes.append(work.full_note() + (" (the run was stopped for it)" if over_cap else ""))
-    if output_bytes > limits.output_bytes:
-        notes.append(capture_note(output_bytes, limits.output_bytes))
-    predictions, problem = work.read_predictions()
-    return ExecResult(
-        exit_code=None if timed_out else exit_code,
-        timed_out=timed_out,
-        duration_s=duration_s,
-        output=output,
-        output_bytes=output_bytes,
-        predictions=predictions,
-        notes=tuple(notes),
-        predictions_problem=problem,
-        out_of_memory=out_of_memory,
-        results_full=results_full,
-    )

@@ -27,7 +27,8 @@ from typing import Any
 from pytest_weirdml.errors import SandboxError
 from pytest_weirdml.sandbox import BACKENDS, Environment, ExecResult, Limits, Sandbox, thread_env
 from pytest_weirdml.sandbox._output import CappedBuffer
-from pytest_weirdml.sandbox._workdir import RunDir, run_result, tmpfs_usable, warn_if_uncapped
+from pytest_weirdml.sandbox._result import run_result
+from pytest_weirdml.sandbox._workdir import RunDir, tmpfs_usable, warn_if_uncapped
 from pytest_weirdml.sandbox._workdir import process_start as _process_start
 from pytest_weirdml.sandbox._workdir import remove_stale as remove_stale_run_dirs
 from pytest_weirdml.sandbox.image import BUILD_COMMAND, image_present, image_tag, missing_image_message
@@ -244,6 +245,7 @@ class DockerSandbox(Sandbox):
             output_bytes=output.total,
             out_of_memory=out_of_memory,
             over_cap=over_cap,
+            isolation="docker",
         )
 
     def _remove(self, container: str) -> None:

@@ -26,6 +26,10 @@ class LeasedSandbox(Sandbox):
         with self.pool.lease() as slot:
             return self.inner.run(code, data_dir, replace(limits, cpus=slot.cpus), gpu=slot.gpu)
 
+    @property
+    def isolation(self) -> str:
+        return self.inner.isolation
+
     def environment(self) -> Environment:
         return replace(self.inner.environment(), device=self.pool.describe())
 

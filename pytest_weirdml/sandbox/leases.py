@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 
 def detect() -> tuple[str, ...]:
@@ -80,3 +81,20 @@ def cpu_share(index: int | None = None, count: int | None = None) -> tuple[int, 
 
 def describe_cpus(cores: tuple[int, ...]) -> str:
     return f"CPU only ({len(cores)} core{'s' if len(cores) != 1 else ''}), no GPU"
+
+
+# The driver's nodes every CUDA process opens, whichever GPU it uses.
+GPU_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+
+
+DEV = Path("/dev")
+
+
+def gpu_device_nodes(gpu: str, dev: Path = DEV) -> list[Path]:
+    """The device nodes a script leased ``gpu`` (an index) may open: ``/dev/nvidia<index>``, the
+    control nodes and ``nvidia-caps``; a GPU named otherwise (a UUID) gets every node, as the
+    index of its node is unknown."""
+    if not gpu.isdigit():
+        return sorted(dev.glob("nvidia*"))
+    wanted = [dev / f"nvidia{int(gpu)}", *(dev / name for name in GPU_CONTROL_NODES), dev / "nvidia-caps"]
+    return [path for path in wanted if path.exists()]

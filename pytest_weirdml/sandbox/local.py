@@ -11,8 +11,11 @@ no host home, no cache holding the hidden answers, no host processes. The plain 
 isolated (it can read and write what the user can) and says so once.
 
 Either way each run gets its own cgroup where the host lets us make one: a hard cap on processes
-and memory, and at the end every process the script started dies, including those that left its
-session. Without writable cgroups the limits fall back to rlimits, with a warning.
+and memory, its leased cores as a cpuset (or a CPU quota), and at the end every process the
+script started dies, including those that left its session. Without writable cgroups the limits
+fall back to rlimits and the cores to CPU affinity (which a script can widen), with a warning.
+Under bubblewrap ``/dev/shm`` is a tmpfs as small as ``/tmp``, and a GPU run sees only its own
+GPU's device node (``gpu_device_nodes``) beside the driver's control nodes.
 """
 
 from __future__ import annotations
@@ -43,8 +46,10 @@ from pytest_weirdml.sandbox import (
 from pytest_weirdml.sandbox import venv as sandbox_venv
 from pytest_weirdml.sandbox._cgroup import CgroupUnavailable, RunCgroup, cgroups_usable, remove_stale
 from pytest_weirdml.sandbox._output import CappedOutput
-from pytest_weirdml.sandbox._workdir import RunDir, run_result, tmpfs_usable, warn_if_uncapped
+from pytest_weirdml.sandbox._result import run_result
+from pytest_weirdml.sandbox._workdir import RunDir, tmpfs_usable, warn_if_uncapped
 from pytest_weirdml.sandbox._workdir import remove_stale as remove_stale_run_dirs
+from pytest_weirdml.sandbox.leases import gpu_device_nodes
 from pytest_weirdml.sandbox.probe import MissingPackagesWarning, probe_environment
 
 SANDBOX_ROOT = "/sandbox"
@@ -128,6 +133,12 @@ class LocalSandbox(Sandbox):
             self._binds, self._hidden = self._interpreter_paths()
         self._environment: Environment | None = None
 
+    @property
+    def isolation(self) -> str:
+        if not self.isolated:
+            return "none"
+        return "bwrap+cgroups" if self.cgroups else "bwrap"
+
     def _interpreter_paths(self) -> tuple[list[str], list[str]]:
         """The directories the interpreter needs (venv and base installation) outside /usr, and
         the package directories below them or in /usr that are not on its path (to hide)."""
@@ -183,6 +194,8 @@ class LocalSandbox(Sandbox):
             if os.path.exists(etc):
                 cmd += ["--ro-bind", etc, etc]
         cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+        # Shared memory is memory too: as small as the private /tmp.
+        cmd += ["--size", str(limits.tmp_bytes), "--tmpfs", "/dev/shm"]
         for prefix in self._binds:
             cmd += ["--ro-bind", prefix, prefix]
         # Packages installed beside the interpreter but not on its path stay out of reach.
@@ -190,7 +203,8 @@ class LocalSandbox(Sandbox):
             cmd += ["--tmpfs", hidden, "--remount-ro", hidden]
         if gpu is not None:
             cmd += ["--ro-bind", "/sys", "/sys"]
-            for dev in sorted(Path("/dev").glob("nvidia*")):
+            # The leased GPU's node and the driver's control nodes: never another GPU's.
+            for dev in gpu_device_nodes(gpu):
                 cmd += ["--dev-bind", str(dev), str(dev)]
         # The working directory is read-only: results/ (size-capped) is the one host directory written.
         cmd += ["--ro-bind", str(work.path), SANDBOX_ROOT, "--bind", str(work.results), f"{SANDBOX_ROOT}/results"]
@@ -250,6 +264,8 @@ class LocalSandbox(Sandbox):
         if self.cgroups:
             try:
                 cgroup = RunCgroup.create(max_processes=limits.max_processes, memory_bytes=limits.memory_bytes)
+                # Affinity alone is the script's to widen; the cgroup is not.
+                cgroup.bind_cpus(limits.cpus)
             except CgroupUnavailable as exc:
                 raise SandboxError(f"could not create the run's cgroup: {exc}") from exc
         try:
@@ -317,6 +333,7 @@ class LocalSandbox(Sandbox):
             output_bytes=output.total,
             out_of_memory=cgroup is not None and cgroup.out_of_memory(),
             over_cap=over_cap,
+            isolation=self.isolation,
         )
 
     def environment(self) -> Environment:

@@ -6,13 +6,16 @@ places it. The session's xdist workers keep calling the models and scoring.
 
 - **Data:** the public files go to a node once per data identity (a hash of their content),
   through Ray's object store, into a cache on the node (``$WEIRDML_RAY_CACHE``, else
-  ``/tmp/weirdml-ray``, one directory per node). The hidden answers never leave this machine:
+  ``/tmp/weirdml-ray-<uid>``, one directory per node). The cache must be a private directory
+  (owned by the session's user, mode 0700, not a link), or it is refused: on a shared ``/tmp``
+  another user could otherwise plant the data a script reads. The hidden answers never leave this machine:
   scoring stays here, and a node returns the ``ExecResult`` with its predictions (capped).
 - **Where:** each result names the node that ran it, and each GPU's busy interval is appended to
   the session's ``leases.jsonl`` like a local lease.
 - **Failures:** a node (or its Ray worker, or its sandbox) that fails mid-execution is an
   infrastructure error, never the model's 0: the execution runs once more, on another node when
-  there is one, and the result notes it; a second failure raises ``SandboxError``.
+  there is one, and the result notes it for the records (``ExecResult.harness_notes``, never in
+  the model's feedback); a second failure raises ``SandboxError``.
 
 Every node needs Ray, this plugin, and what its backend needs: the sandbox image for docker,
 an interpreter with the sandbox's packages for local.
@@ -20,11 +23,13 @@ an interpreter with the sandbox's packages for local.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import shutil
 import socket
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -111,6 +116,7 @@ class RaySandbox(Sandbox):
         self.session_dir = session_dir
         self.name = backend
         self.isolated = backend == "docker"  # until the nodes' sandboxes say (environment)
+        self._isolation = "docker" if self.isolated else "unknown"
         self.gpus = self.ray.cluster_resources().get("GPU", 0) >= 1 if gpus is None else gpus
         remote = self.ray.remote(max_retries=0, max_calls=0)
         # Workers are kept between runs: the scripts hold the GPU, in their own processes.
@@ -161,8 +167,9 @@ class RaySandbox(Sandbox):
             if self.session_dir is not None:
                 record_lease(self.session_dir, **lease)
             if failures:
-                notes = (f"infrastructure error, not the script's: {failures[0]}; it ran again on {result.node}",)
-                result = replace(result, notes=(*result.notes, *notes))
+                # For the records only: the model's feedback is about its script, not the cluster.
+                note = f"infrastructure error, not the script's: {failures[0]}; it ran again on {result.node}"
+                result = replace(result, harness_notes=(*result.harness_notes, note))
             return result
         raise SandboxError(f"the script's execution failed twice on the Ray cluster: {failures[0]}; {failures[1]}")
 
@@ -198,6 +205,11 @@ class RaySandbox(Sandbox):
             raise _NodeFailure(node, node_id, f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
         return result, lease
 
+    @property
+    def isolation(self) -> str:
+        """The nodes' isolation (several, comma-separated, where they differ); each result says its own."""
+        return self._isolation
+
     def environment(self) -> Environment:
         """What every node offers: the same interpreter and packages on all, or ``SandboxError``."""
         if self._environment is not None:
@@ -218,7 +230,8 @@ class RaySandbox(Sandbox):
             found = self.ray.get(probes)
         except self.ray.exceptions.RayError as exc:
             raise SandboxError(f"could not probe the Ray nodes' sandboxes: {exc}") from exc
-        self.isolated = all(isolated for _, _, _, isolated in found)
+        self.isolated = all(isolation != "none" for _, _, _, isolation in found)
+        self._isolation = ",".join(sorted({isolation for _, _, _, isolation in found}))
         envs = {(env.python, tuple(sorted(env.packages.items()))): label for label, env, _, _ in found}
         if len(envs) > 1:
             lines = "; ".join(f"{label}: Python {py}, {dict(pk)}" for (py, pk), label in envs.items())
@@ -273,7 +286,17 @@ def _node() -> tuple[str, str]:
 
 
 def node_cache(node_id: str) -> Path:
-    return Path(os.environ.get(NODE_CACHE_ENV) or Path(tempfile.gettempdir()) / "weirdml-ray") / node_id[:16]
+    """This node's cache directory, inside a private root (made 0700, or checked to be)."""
+    root = Path(os.environ.get(NODE_CACHE_ENV) or Path(tempfile.gettempdir()) / f"weirdml-ray-{os.getuid()}")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(root, 0o700)
+    info = os.lstat(root)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
+        raise SandboxError(
+            f"the Ray node cache {root} is not a private directory (a directory owned by uid {os.getuid()}, "
+            f"mode 0700, not a link); remove it, or point ${NODE_CACHE_ENV} at a private directory"
+        )
+    return root / "".join(c for c in node_id[:16] if c.isalnum())
 
 
 def _node_data(node_id: str, key: str, box: list[Any]) -> Path:
@@ -282,16 +305,18 @@ def _node_data(node_id: str, key: str, box: list[Any]) -> Path:
 
     root = node_cache(node_id) / "data"
     final = root / key
-    if final.is_dir():
+    if _real_dir(final):
         return final
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(final) + ".lock"):
-        if final.is_dir():
+        if _real_dir(final):
             return final
         files: dict[str, bytes] = ray.get(box[0])
         staging = root / f".{key}.tmp-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         for name, content in files.items():
+            if Path(name).is_absolute() or ".." in Path(name).parts:
+                raise SandboxError(f"a public file named {name!r} would leave the node's cache")
             path = staging / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
@@ -302,6 +327,14 @@ def _node_data(node_id: str, key: str, box: list[Any]) -> Path:
         staging.chmod(0o555)
         os.rename(staging, final)
     return final
+
+
+def _real_dir(path: Path) -> bool:
+    """A directory, not a link to one (a link in the cache is never followed)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def _node_gpu_count(node_id: str) -> int:
@@ -349,9 +382,9 @@ def _start(backend: str, python: str | None) -> None:
     _backend(backend, python)
 
 
-def _probe(backend: str, python: str | None, gpus: int) -> tuple[str, Environment, list[str], bool]:
-    """This node's sandbox environment, the description of each of its GPUs, and whether its
+def _probe(backend: str, python: str | None, gpus: int) -> tuple[str, Environment, list[str], str]:
+    """This node's sandbox environment, the description of each of its GPUs, and how its
     sandbox isolates scripts."""
     node, _ = _node()
     inner = _backend(backend, python)
-    return node, inner.environment(), [leases.describe(str(i)) for i in range(gpus)], inner.isolated
+    return node, inner.environment(), [leases.describe(str(i)) for i in range(gpus)], inner.isolation

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_weirdml.errors import SandboxError
+from pytest_weirdml.isolation import unisolated_refusal
 from pytest_weirdml.sandbox import Sandbox
 from pytest_weirdml.sandbox.choose import open_sandbox
 from pytest_weirdml.sandbox.leased import LeasedSandbox
@@ -30,6 +32,10 @@ class SandboxSettings:
     cores_per_script: int | None = None
     # --weirdml-ray: the cluster's address (None: scripts run on this host).
     ray: str | None = None
+    # The session's models: one answered from outside the user's control (a provider, an outside
+    # agent) never has its scripts run unisolated unless --weirdml-allow-unisolated.
+    models: tuple[str, ...] = ()
+    allow_unisolated: bool = False
 
 
 def local_pool(settings: SandboxSettings) -> SlotPool:
@@ -50,4 +56,11 @@ def open_session_sandbox(settings: SandboxSettings) -> Sandbox:
             cores_per_script=settings.cores_per_script or 1,
             session_dir=settings.session_dir,
         )
-    return LeasedSandbox(open_sandbox(settings.backend, python=settings.python), local_pool(settings))
+    box = open_sandbox(settings.backend, python=settings.python)
+    # ``auto`` may have fallen back to a local sandbox that cannot isolate.
+    if box.isolation == "none" and not settings.allow_unisolated:
+        refusal = unisolated_refusal(settings.models, getattr(box, "why_not_isolated", "") or "isolation is off")
+        if refusal is not None:
+            box.close()
+            raise SandboxError(refusal)
+    return LeasedSandbox(box, local_pool(settings))

@@ -1,5 +1,5 @@
 """What an isolated backend keeps from a script: the network, the host's environment and files,
-the hidden answers, the Docker socket, root."""
+the hidden answers, the Docker socket, root; and /dev/shm is as small as /tmp."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_weirdml.sandbox import Limits, Sandbox
-from pytest_weirdml.sandbox.contract._fixtures import SECRET_ANSWERS, assert_usable, run
+from pytest_weirdml.sandbox.contract._fixtures import QUICK, SECRET_ANSWERS, assert_usable, run
 
 __all__ = [
     "host_listener",
@@ -21,6 +21,7 @@ __all__ = [
     "test_host_environment_is_not_passed",
     "test_network_is_unreachable",
     "test_runs_as_unprivileged_user",
+    "test_shared_memory_is_size_capped",
 ]
 
 
@@ -159,3 +160,10 @@ def test_runs_as_unprivileged_user(isolated: Sandbox, data_dir: Path) -> None:
     """
     result = run(isolated, data_dir, code)
     assert "uid 0" not in result.output and "WROTE" not in result.output, result.output
+
+
+def test_shared_memory_is_size_capped(isolated: Sandbox, data_dir: Path) -> None:
+    code = "import os\nfs = os.statvfs('/dev/shm')\nprint('SHM', fs.f_blocks * fs.f_frsize)\n"
+    result = run(isolated, data_dir, code)
+    assert result.exit_code == 0, result.output
+    assert 0 < int(result.output.split("SHM")[1].split()[0]) <= QUICK.tmp_bytes

@@ -1,5 +1,6 @@
-"""What a script leaves in results/ (never followed, never read past its cap), and the packages
-on offer (exactly the announced ones)."""
+"""What a script leaves in results/ (never followed, never read past its cap), a key in its
+output (redacted whole, even across the capture's cut), and the packages on offer (exactly the
+announced ones)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pytest_weirdml.sandbox import Sandbox, requirement_pins
 from pytest_weirdml.sandbox.contract._fixtures import QUICK, SECRET_ANSWERS, assert_usable, run, verdict
 
 __all__ = [
+    "test_a_key_across_the_capture_cut_is_redacted_whole",
     "test_only_the_announced_packages_import",
     "test_predictions_that_are_not_a_regular_file_are_never_read",
     "test_results_replaced_by_a_link_is_never_followed",
@@ -107,6 +109,25 @@ def test_writes_to_results_stop_at_the_cap(sandbox: Sandbox, data_dir: Path) -> 
     )
     assert "harness: results/ is full: a script may write at most 4 MiB there" in result.notes
     assert_usable(sandbox, data_dir)
+
+
+def test_a_key_across_the_capture_cut_is_redacted_whole(
+    sandbox: Sandbox, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = "sk-planted-" + uuid.uuid4().hex
+    monkeypatch.setenv("PLANTED_API_KEY", key)
+    half = QUICK.output_bytes // 2
+    code = f"""\
+    import sys
+    key = {key!r}
+    sys.stdout.write("a" * {half - 10} + key + "b" * 100000 + key + "c" * {half - 10})
+    """
+    result = run(sandbox, data_dir, code)
+    assert result.output_bytes == 2 * (half - 10) + 100000 + 2 * len(key)
+    pieces = [key[i : i + 8] for i in range(len(key) - 7)]
+    assert not [p for p in pieces if p in result.output + "".join(result.notes)]
+    assert result.output.startswith("a" * (half - 10) + "[redacted]")
+    assert result.output.endswith("[redacted]" + "c" * (half - 10))
 
 
 IMPORTS = """\

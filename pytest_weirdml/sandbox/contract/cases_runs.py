@@ -22,6 +22,7 @@ from pytest_weirdml.sandbox.contract._fixtures import (
 )
 
 __all__ = [
+    "test_a_script_that_resets_its_affinity_stays_on_its_share",
     "test_background_processes_do_not_outlive_the_script",
     "test_crash_is_the_scripts_outcome",
     "test_data_is_read_only",
@@ -49,6 +50,41 @@ def test_script_runs_on_its_leased_cores(sandbox: Sandbox, data_dir: Path) -> No
     script = "import os\nprint('CPUS', sorted(os.sched_getaffinity(0)), os.environ['OMP_NUM_THREADS'])\n"
     result = run(sandbox, data_dir, script, dataclasses.replace(QUICK, cpus=(core,)))
     assert f"CPUS [{core}] 1" in result.output, result.output
+
+
+RESET_AFFINITY = """\
+import os, resource, time
+os.sched_setaffinity(0, range(os.cpu_count()))  # every core, as far as affinity goes
+print("CPUS", sorted(os.sched_getaffinity(0)), flush=True)
+start = time.monotonic()
+children = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        os.sched_setaffinity(0, range(os.cpu_count()))
+        while time.monotonic() - start < 1.5:
+            pass
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("BUSY", used.ru_utime + used.ru_stime, "WALL", time.monotonic() - start)
+"""
+
+
+def test_a_script_that_resets_its_affinity_stays_on_its_share(sandbox: Sandbox, data_dir: Path) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores to have a share smaller than all")
+    if not getattr(sandbox, "cgroups", True):
+        pytest.skip("without cgroups the local sandbox pins by affinity only (UnboundedWarning)")
+    core = max(os.sched_getaffinity(0))
+    result = run(sandbox, data_dir, RESET_AFFINITY, dataclasses.replace(QUICK, cpus=(core,), time_s=20))
+    assert result.exit_code == 0, result.output
+    assert f"CPUS [{core}]" in result.output, result.output
+    busy, wall = (float(x) for x in result.output.split("BUSY")[1].split()[::2])
+    # Two busy processes on one core use at most that core's time (with a little slack for accounting).
+    assert busy <= wall * 1.2 + 0.1, result.output
 
 
 def test_crash_is_the_scripts_outcome(sandbox: Sandbox, data_dir: Path) -> None:
