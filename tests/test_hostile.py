@@ -138,7 +138,8 @@ def test_sigkill_mid_run_keeps_every_finished_iteration(pytester: pytest.Pyteste
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         found = list((pytester.path / "reports").glob("*/records.jsonl"))
-        if found and len(found[0].read_text().splitlines()) == 2:
+        # Two iterations recorded (the file also holds the run's start).
+        if found and found[0].read_text().count('"kind": "iteration"') == 2:
             records_file = found[0]
             break
         time.sleep(0.2)
@@ -163,7 +164,8 @@ def test_resume_continues_a_killed_session_where_it_stopped(pytester: pytest.Pyt
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         found = list((pytester.path / "reports").glob("*/records.jsonl"))
-        if found and len(found[0].read_text().splitlines()) == 2:
+        # Two iterations recorded (the file also holds the run's start).
+        if found and found[0].read_text().count('"kind": "iteration"') == 2:
             break
         time.sleep(0.2)
     os.kill(proc.pid, signal.SIGKILL)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import GOOD_SCRIPT, read_iterations, session_dir, write_replay, write_tiny_task
+from helpers import GOOD_SCRIPT, read_iterations, read_plans, session_dir, write_replay, write_tiny_task
 
 from pytest_weirdml.errors import SandboxError
 from pytest_weirdml.sandbox import Limits
@@ -93,11 +93,15 @@ def test_results_equal_a_local_sessions_for_the_reference(
     pytester.runpytest(*args, "--weirdml-sandbox=local", *base_args).assert_outcomes(passed=1)
     (local_session,) = (pytester.path / "reports").iterdir()
     local = read_iterations(local_session / "records.jsonl")
+    local_plans = read_plans(local_session / "records.jsonl")
     local_session.rename(pytester.path / "local-session")
     pytester.runpytest_subprocess(*args, *ray_args, timeout=300).assert_outcomes(passed=1)
     remote = _records(pytester)
-    keys = ("iteration", "code", "output", "exit_code", "timed_out", "score", "zero_reason", "sandbox")
+    keys = ("iteration", "code", "output", "exit_code", "timed_out", "score", "zero_reason")
     assert [{k: r[k] for k in keys} for r in remote] == [{k: r[k] for k in keys} for r in local]
+    # The sandbox is a condition of the run: its plan says it, once.
+    remote_plans = read_plans(session_dir(pytester) / "records.jsonl")
+    assert [p["sandbox"] for p in remote_plans] == [p["sandbox"] for p in local_plans] == ["local"]
     assert [r["score"] for r in remote] == [1.0]
     assert all(r["node"] for r in remote) and not any(r["node"] for r in local)
 
