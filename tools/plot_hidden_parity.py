@@ -4,7 +4,7 @@
 
 Draws fresh pictures with the task's own generator (the drawn values of the built files are not
 stored) and writes each picture's six relevant bits and its label above it: square outline,
-4 or more dots, outline hue in 135..315 degrees, bar direction in 30..120 degrees, outline radius
+4 or more dots, outline hue in 160..340 degrees, bar direction in 20..110 degrees, outline radius
 in 5.25..6.75, bar longer than 9 pixels. For task authors: the figure shows what the prompt does
 not say.
 """
@@ -43,7 +43,7 @@ def main() -> int:
         ax.set_title(f"{''.join(map(str, bits))} y={label}", fontsize=8, family="monospace")
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.suptitle("hidden_parity: bits (square, 4+ dots, hue 135..315, bar 30..120 deg, radius 5.25..6.75, bar > 9)")
+    fig.suptitle("hidden_parity: bits (square, 4+ dots, hue 160..340, bar 20..110 deg, radius 5.25..6.75, bar > 9)")
     fig.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=100)

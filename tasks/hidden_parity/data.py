@@ -6,9 +6,11 @@ generator draws per picture:
 
 - the shape is a square outline (else a ring);
 - there are 4 or more dots (of 1 to 6);
-- the outline's hue lies in the half of the colour circle from 135 to 315 degrees (greens,
-  cyans, blues and violets; else reds, oranges, yellows and magentas), drawn uniformly on the circle;
-- the bar's direction lies between 30 and 120 degrees (of 0 to 180, drawn uniformly);
+- the outline's hue lies in the half of the colour circle from 160 to 340 degrees (from green
+  through cyan, blue and violet to pink; else red, orange, yellow and yellow-green), drawn
+  uniformly on the circle;
+- the bar's direction lies between 20 and 110 degrees (of 0 to 180, drawn uniformly, in picture
+  coordinates: x to the right, y down);
 - the outline's size lies in the middle half of its range (radius 5.25 to 6.75 of 4.5 to 7.5);
 - the bar is longer than 9 pixels (of 6 to 12).
 
@@ -35,9 +37,9 @@ N_TEST = 1000
 # The drawn values of a picture, one column each; the first six decide the label.
 LATENTS = ("square", "n_dots", "shape_hue", "bar_angle", "shape_radius", "bar_length")
 N_DOTS = (1, 6)
-HUE_HALF = (135.0, 315.0)  # degrees: the outline's hue bit is 1 inside this half of the circle
+HUE_HALF = (160.0, 340.0)  # degrees: the outline's hue bit is 1 inside this half of the circle
 BAR_ANGLE = (0.0, 180.0)
-ANGLE_BAND = (30.0, 120.0)  # degrees, image coordinates (x right, y down)
+ANGLE_BAND = (20.0, 110.0)  # degrees, image coordinates (x right, y down)
 SHAPE_RADIUS = (4.5, 7.5)  # ring radius; a square's half-side is 0.85 of it, for a similar area
 RADIUS_BAND = (5.25, 6.75)
 BAR_LENGTH = (6.0, 12.0)
@@ -125,10 +127,10 @@ def picture(rng: np.random.Generator, lat: np.ndarray) -> tuple[np.ndarray, Scen
     while (centres := _place(rng, extents)) is None:
         pass
     shape = np.abs(_shape_distance(square, centres[0], radius, rng.uniform(0, np.pi / 2))) - stroke / 2
-    layers = [
-        (_coverage(shape), _colour(rng, hue)),
-        (_coverage(_bar_distance(centres[1], length, np.radians(bar_angle)) - width / 2), _colour(rng, rng.uniform(0, 360))),
-    ]
+    shape_colour = _colour(rng, hue)
+    bar_colour = _colour(rng, rng.uniform(0, 360))  # a distractor: any hue
+    bar = _bar_distance(centres[1], length, np.radians(bar_angle)) - width / 2
+    layers = [(_coverage(shape), shape_colour), (_coverage(bar), bar_colour)]
     for c, r in zip(centres[2:], dot_r, strict=True):
         dot_colour = _hsv_to_rgb(rng.uniform(0, 360), rng.uniform(0.0, 0.8), rng.uniform(0.75, 1.0))
         layers.append((_coverage(np.hypot(_XX - c[0], _YY - c[1]) - r), dot_colour))

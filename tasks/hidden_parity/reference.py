@@ -155,8 +155,8 @@ def band(values: np.ndarray, lo: float, hi: float, period: float | None = None) 
 
 # Each bit as a function of its cut parameters, with the generator's cuts to start from.
 RULES = {
-    "hue": (lambda p: band(feats_all[:, 2], p[0], p[0] + 180.0, 360.0), [135.0]),
-    "bar_angle": (lambda p: band(feats_all[:, 3], p[0], p[1], 180.0), [30.0, 120.0]),
+    "hue": (lambda p: band(feats_all[:, 2], p[0], p[0] + 180.0, 360.0), [160.0]),
+    "bar_angle": (lambda p: band(feats_all[:, 3], p[0], p[1], 180.0), [20.0, 110.0]),
     "size": (lambda p: band(size_all, p[0], p[1]), [5.25, 6.75]),
     "bar_length": (lambda p: length_all >= p[0], [9.0]),
 }
