@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,8 +100,17 @@ def read_jsonl(path: Path) -> list[dict]:  # type: ignore[type-arg]
 
 
 def read_iterations(path: Path) -> list[dict]:  # type: ignore[type-arg]
-    """The iteration lines of a records file (it also holds one ``run_end`` line per ended run)."""
+    """The iteration lines of a records file (it also holds a ``run_start`` and a ``run_end`` line per run)."""
     return [record for record in read_jsonl(path) if record["kind"] == "iteration"]
+
+
+def read_plans(path: Path) -> list[dict]:  # type: ignore[type-arg]
+    """The plan of every run start in a records file, with the run's task, model and run."""
+    return [
+        {"task": r["task"], "model": r["model"], "run": r["run"], **r["plan"]}
+        for r in read_jsonl(path)
+        if r["kind"] == "run_start"
+    ]
 
 
 def session_dir(pytester: pytest.Pytester) -> Path:
@@ -107,3 +120,33 @@ def session_dir(pytester: pytest.Pytester) -> Path:
 
 
 needs_bwrap = pytest.mark.skipif(not bwrap_works()[0], reason=f"needs bubblewrap: {bwrap_works()[1]}")
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@contextlib.contextmanager
+def report_page(report: Path, profile: Path) -> Iterator[tuple[Any, list[str]]]:
+    """``report`` open in headless Chromium (Debian's, through Playwright): the page, and the list
+    that collects the page's errors, console errors and failed requests as they happen."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (pip install playwright)")
+    errors: list[str] = []
+    with sync_api.sync_playwright() as pw:
+        # Playwright takes the profile directory as user_data_dir (it refuses --user-data-dir in args).
+        browser = pw.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
+            viewport={"width": 1400, "height": 1000},
+        )
+        try:
+            page = browser.new_page()
+            page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("requestfailed", lambda req: errors.append(f"request failed: {req.url}"))
+            page.goto(report.as_uri())
+            page.wait_for_load_state("load")
+            yield page, errors
+        finally:
+            browser.close()
