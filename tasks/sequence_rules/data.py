@@ -1,11 +1,12 @@
-"""Short integer sequences, each the merge of two rule-made runs; the label is the rule of the longer run.
+"""Short integer sequences, each the merge of two rule-made runs; the label is the rule of one of them.
 
-Every sequence holds 12 distinct integers in increasing order. They are the union of two runs:
-the labelled run (7 or 8 terms), made by the sequence's rule, and a distractor run (the other 5
-or 4 terms), made by a rule drawn independently from the same eight, so every family of
-sequences carries every rule's structure somewhere. The distractor is centred on the labelled run
-(give or take a quarter of the labelled run's width), so their terms interleave once sorted. Which terms belong to which run is hidden: the
-merged steps look irregular in every family, and a rule holds only along the right subset.
+Every sequence holds 12 distinct integers in increasing order: the union of two runs of 6 terms.
+The labelled run is made by the sequence's rule; the distractor run by a rule drawn independently
+from the same eight, so every family of sequences carries every rule's structure somewhere. The
+distractor starts above the labelled run's first term, within half the labelled run's width, so
+the two interleave once sorted and the smallest term is the labelled run's. Which terms belong to
+which run is hidden: the merged steps look irregular in every family, and a rule holds only along
+the right subset.
 
 The eight rules, each with parameters drawn per run, all make increasing runs whose steps are a
 few units to a few tens:
@@ -91,10 +92,10 @@ def run(rng: np.random.Generator, family: int, x0: int, n: int) -> np.ndarray:
         while True:
             if family == 4:
                 c = int(rng.integers(0, 16))
-                x = _digit_walk(x0, n, lambda v: int(digit_sums(np.array([v]))[0]) + c)
+                x = _digit_walk(x0, n, lambda v, c=c: int(digit_sums(np.array([v]))[0]) + c)
             else:
                 c = int(rng.integers(3, 31))
-                x = _digit_walk(x0, n, lambda v: v % 10 + c)
+                x = _digit_walk(x0, n, lambda v, c=c: v % 10 + c)
             steps = np.diff(x)
             if len(set(steps.tolist())) > 1 and not np.all(steps % 9 == 0):
                 return x
@@ -105,7 +106,7 @@ def run(rng: np.random.Generator, family: int, x0: int, n: int) -> np.ndarray:
             c = int(rng.integers(1, 46))
             while len(steps) < k:
                 steps.append(steps[-1] + steps[-2] - c)
-            if 3 <= min(steps) and max(steps) <= 60 and len(set(steps)) > 1:
+            if min(steps) >= 3 and max(steps) <= 60 and len(set(steps)) > 1:
                 return _from_steps(x0, np.array(steps))
     m = int(rng.integers(MODULI[0], MODULI[1] + 1))
     return _from_steps(x0, m * rng.integers(1, 5, size=k))

@@ -66,7 +66,7 @@ def rules(sub: np.ndarray, ds: np.ndarray) -> list[np.ndarray]:
 
 
 def features(x: np.ndarray, chunk: int = 200) -> np.ndarray:
-    """Per rule: whether some split passes it on the first term's side, how many do, and with the rest passing a rule."""
+    """Per rule: whether some split passes it on the first term's side, how many do, and with the rest too."""
     ds_all = digit_sums(x)
     side = np.array([(0, *rest) for rest in itertools.combinations(range(1, LENGTH), RUN - 1)])
     others = np.array([[i for i in range(LENGTH) if i not in row] for row in side])
