@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,3 +111,33 @@ def session_dir(pytester: pytest.Pytester) -> Path:
 
 
 needs_bwrap = pytest.mark.skipif(not bwrap_works()[0], reason=f"needs bubblewrap: {bwrap_works()[1]}")
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@contextlib.contextmanager
+def report_page(report: Path, profile: Path) -> Iterator[tuple[Any, list[str]]]:
+    """``report`` open in headless Chromium (Debian's, through Playwright): the page, and the list
+    that collects the page's errors, console errors and failed requests as they happen."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (pip install playwright)")
+    errors: list[str] = []
+    with sync_api.sync_playwright() as pw:
+        # Playwright takes the profile directory as user_data_dir (it refuses --user-data-dir in args).
+        browser = pw.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
+            viewport={"width": 1400, "height": 1000},
+        )
+        try:
+            page = browser.new_page()
+            page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("requestfailed", lambda req: errors.append(f"request failed: {req.url}"))
+            page.goto(report.as_uri())
+            page.wait_for_load_state("load")
+            yield page, errors
+        finally:
+            browser.close()

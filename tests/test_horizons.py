@@ -9,7 +9,6 @@ import contextlib
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import write_tiny_task
+from helpers import CHROMIUM, report_page, write_tiny_task
 from scipy.optimize import minimize
 
 from pytest_weirdml.cli import main
@@ -30,7 +29,6 @@ PUBLIC_TASKS = ("shapes_easy", "shapes_hard", "digits_unsup", "chess_winners")
 SCREENSHOT_DIR = Path(
     os.environ.get("WEIRDML_SCREENSHOT_DIR", Path(tempfile.gettempdir()) / "pytest-weirdml-screenshots")
 )
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ESTIMATES = """
 [time_estimates]
 source = "estimated"
@@ -195,31 +193,15 @@ def test_session_prints_and_stores_the_horizon(session: tuple[subprocess.Complet
 def test_report_shows_the_horizon_figures_in_chromium(
     session: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path
 ) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (pip install playwright)")
     _, where = session
-    errors: list[str] = []
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-            viewport={"width": 1400, "height": 1000},
-        )
-        try:
-            page = browser.new_page()
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto((where / "report.html").as_uri())
-            page.wait_for_load_state("load")
-            for fid in ("horizon-fit", "horizon-timeline"):
-                width = page.eval_on_selector(f"figure#fig-{fid} img", "i => i.complete ? i.naturalWidth : 0")
-                assert width > 0, fid
-            table = page.inner_text("table#horizons")
-            assert "reference" in table and "baseline" in table
-            assert "left out (no [time_estimates]): untimed" in page.inner_text("body")
-            SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
-            page.locator("h2#horizon").scroll_into_view_if_needed()
-            page.screenshot(path=str(SCREENSHOT_DIR / "report-horizon.png"), full_page=True)
-        finally:
-            browser.close()
+    with report_page(where / "report.html", tmp_path / "profile") as (page, errors):
+        for fid in ("horizon-fit", "horizon-timeline"):
+            width = page.eval_on_selector(f"figure#fig-{fid} img", "i => i.complete ? i.naturalWidth : 0")
+            assert width > 0, fid
+        table = page.inner_text("table#horizons")
+        assert "reference" in table and "baseline" in table
+        assert "left out (no [time_estimates]): untimed" in page.inner_text("body")
+        SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+        page.locator("h2#horizon").scroll_into_view_if_needed()
+        page.screenshot(path=str(SCREENSHOT_DIR / "report-horizon.png"), full_page=True)
     assert errors == []

@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import GOOD_SCRIPT, write_replay, write_tiny_task
+from helpers import CHROMIUM, GOOD_SCRIPT, report_page, write_replay, write_tiny_task
 
 from pytest_weirdml.report import export, published
 from pytest_weirdml.report.build import write_reports
@@ -30,7 +30,6 @@ SCREENSHOT_DIR = Path(
     os.environ.get("WEIRDML_SCREENSHOT_DIR", Path(tempfile.gettempdir()) / "pytest-weirdml-screenshots")
 )
 TASK = "shapes_easy"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -268,45 +267,26 @@ def test_live_progress_reaches_the_controller_under_xdist(tmp_path: Path) -> Non
 def test_html_report_renders_in_headless_chromium(
     session: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path
 ) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (pip install playwright)")
     _, where = session
-    errors: list[str] = []
-    with sync_api.sync_playwright() as pw:
-        # Playwright takes the profile directory as user_data_dir (it refuses --user-data-dir in args).
-        browser = pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-            viewport={"width": 1400, "height": 1000},
-        )
-        try:
-            page = browser.new_page()
-            page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.on("requestfailed", lambda req: errors.append(f"request failed: {req.url}"))
-            page.goto((where / "report.html").as_uri())
-            page.wait_for_load_state("load")
-            widths = page.eval_on_selector_all("figure img", "imgs => imgs.map(i => i.complete ? i.naturalWidth : 0)")
-            assert len(widths) == 5 and all(w > 0 for w in widths), widths
-            assert page.locator("figure#fig-model-summary img").get_attribute("alt") == "Model summary"
-            assert "155 published rows" in page.inner_text("body") or "published rows" in page.inner_text("body")
-            run = page.locator("details.run").filter(has_text="replay:answers.json · run 0").first
-            run.locator("summary").first.click()
-            system = run.locator("details.system")
-            system.locator("summary").first.click()
-            assert "published protocol" in system.inner_text() and "several iterations" in system.inner_text()
-            iteration = run.locator("details.iteration").nth(1)
-            iteration.locator("summary").first.click()
-            assert iteration.locator("pre.output").is_visible()
-            assert "the script crashed (exit code 3)" in iteration.inner_text()
-            assert iteration.locator("div.pyg, pre.code").first.is_visible()
-            SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOT_DIR / "report.png"), full_page=True)
-            iteration.scroll_into_view_if_needed()
-            page.screenshot(path=str(SCREENSHOT_DIR / "report-transcript.png"))
-        finally:
-            browser.close()
+    with report_page(where / "report.html", tmp_path / "profile") as (page, errors):
+        widths = page.eval_on_selector_all("figure img", "imgs => imgs.map(i => i.complete ? i.naturalWidth : 0)")
+        assert len(widths) == 5 and all(w > 0 for w in widths), widths
+        assert page.locator("figure#fig-model-summary img").get_attribute("alt") == "Model summary"
+        assert "155 published rows" in page.inner_text("body") or "published rows" in page.inner_text("body")
+        run = page.locator("details.run").filter(has_text="replay:answers.json · run 0").first
+        run.locator("summary").first.click()
+        system = run.locator("details.system")
+        system.locator("summary").first.click()
+        assert "published protocol" in system.inner_text() and "several iterations" in system.inner_text()
+        iteration = run.locator("details.iteration").nth(1)
+        iteration.locator("summary").first.click()
+        assert iteration.locator("pre.output").is_visible()
+        assert "the script crashed (exit code 3)" in iteration.inner_text()
+        assert iteration.locator("div.pyg, pre.code").first.is_visible()
+        SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOT_DIR / "report.png"), full_page=True)
+        iteration.scroll_into_view_if_needed()
+        page.screenshot(path=str(SCREENSHOT_DIR / "report-transcript.png"))
     assert errors == []
     print(f"screenshots: {SCREENSHOT_DIR / 'report.png'}, {SCREENSHOT_DIR / 'report-transcript.png'}")
 
