@@ -1,4 +1,5 @@
-"""Dictionary definitions from WordNet, labelled by the kind of thing they define, each in one of many spellings of the alphabet.
+"""Dictionary definitions from WordNet, labelled by the kind of thing they define, each in one of
+many spellings of the alphabet.
 
 One builder serves both sentence tasks: ``build(out, seed)`` for sentence_topics (the definitions
 as written) and ``build(out, seed, shuffle_words=True)`` for sentence_topics_bag (for the same seed,

@@ -1,4 +1,5 @@
-"""sentence_topics_bag reference (the same script as sentence_topics'): group the sentences by their spelling, line the spellings up, then n-grams.
+"""sentence_topics_bag reference (the same script as sentence_topics'): group the sentences by
+their spelling, line the spellings up, then n-grams.
 
 Every sentence is written in one of 64 spellings of the alphabet (the generator's constant), each a
 random ordering of the letters; which one a sentence uses is drawn at random. No single sentence is
