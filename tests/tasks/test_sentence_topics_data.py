@@ -73,7 +73,7 @@ def test_specs() -> None:
     for spec in (plain, shuffled):
         assert spec.public_files == FILES
         assert spec.builder == TASKS_DIR / "sentence_topics" / "data.py"
-        assert spec.reference_path.is_file()
+        assert spec.reference_path == TASKS_DIR / "sentence_topics" / "reference.py"
         assert spec.prompt.count("```python") == 1 and spec.prompt.count("```") == 2
         # The prompt says the text is encoded and never how (issue 24; test_prompts.py lists the
         # phrases it must not contain, "0 to 25" among them).
