@@ -44,7 +44,8 @@ CATEGORIES = (
     ("quantity", 23),
     ("time", 28),
 )
-N_ALPHABETS = 64  # spellings per seed; each sentence is written in one of them, drawn at random
+N_KEYS = 64  # spellings per seed; each sentence is written in one of them, drawn at random
+PERIOD = 3  # alphabets per key, taking turns along every word
 ALPHABETS_STREAM = 1  # entropy word that keeps the alphabets' stream apart from the sample's
 MIN_WORDS = 5  # shorter definitions ("a genus of Sciaenidae") say too little
 MAX_CHARS = 300
@@ -102,38 +103,56 @@ def read_definitions(path: Path) -> dict[int, list[str]]:
     return {lexfile: sorted(texts) for lexfile, texts in by_category.items()}
 
 
-def make_alphabets(rng: np.random.Generator, n: int = N_ALPHABETS) -> list[str]:
-    """``n`` random orderings of the 26 letters: alphabet ``a`` writes letter i as ``a[i]``."""
-    return ["".join(LOWER[i] for i in rng.permutation(26)) for _ in range(n)]
+def make_keys(rng: np.random.Generator, n: int = N_KEYS, period: int = PERIOD) -> list[tuple[str, ...]]:
+    """``n`` keys of ``period`` random orderings of the 26 letters each: alphabet ``a`` writes letter i as ``a[i]``."""
+    return [tuple("".join(LOWER[i] for i in rng.permutation(26)) for _ in range(period)) for _ in range(n)]
 
 
-def alphabets_for(seed: int) -> list[str]:
-    """The alphabets of a data seed (from a stream of their own, so the sample does not move them)."""
-    return make_alphabets(np.random.default_rng(np.random.SeedSequence([seed, ALPHABETS_STREAM])))
+def keys_for(seed: int) -> list[tuple[str, ...]]:
+    """The keys of a data seed (from a stream of their own, so the sample does not move them)."""
+    return make_keys(np.random.default_rng(np.random.SeedSequence([seed, ALPHABETS_STREAM])))
 
 
-def substitute(text: str, alphabet: str) -> str:
-    """Write every letter of ``text`` as ``alphabet`` spells it, keeping its case."""
-    return text.translate(str.maketrans(LOWER + UPPER, alphabet + alphabet.upper()))
+def substitute(text: str, key: tuple[str, ...]) -> str:
+    """Write ``text`` with ``key``: the j-th letter of every word (a run of letters, counted from 0) in
+    alphabet ``key[j % len(key)]``, case kept; everything that is not a letter stays as it is."""
+    out, j = [], 0
+    for ch in text:
+        low = ch.lower()
+        i = LOWER.find(low) if ch.isascii() else -1
+        if i < 0:
+            out.append(ch)
+            j = 0
+            continue
+        coded = key[j % len(key)][i]
+        out.append(coded.upper() if ch != low else coded)
+        j += 1
+    return "".join(out)
+
+
+def unsubstitute(text: str, key: tuple[str, ...]) -> str:
+    """The inverse of ``substitute``."""
+    inverse = tuple("".join(LOWER[a.index(c)] for c in LOWER) for a in key)
+    return substitute(text, inverse)
 
 
 def _encode(
     texts: list[str],
     rng: np.random.Generator,
     words_rng: np.random.Generator | None,
-    alphabets: list[str] | None,
+    keys: list[tuple[str, ...]] | None,
 ) -> tuple[list[str], np.ndarray]:
-    """Each text in one of ``alphabets``, drawn at random; its words shuffled first when ``words_rng`` is given.
+    """Each text in one of ``keys``, drawn at random; its words shuffled first when ``words_rng`` is given.
 
-    Returns the texts and the index of each one's alphabet (-1 throughout without ``alphabets``).
+    Returns the texts and the index of each one's key (-1 throughout without ``keys``).
     """
     out, used = [], []
     for text in texts:
-        which = int(rng.integers(len(alphabets))) if alphabets else -1
+        which = int(rng.integers(len(keys))) if keys else -1
         if words_rng is not None:
             words = text.split()
             text = " ".join(words[i] for i in words_rng.permutation(len(words)))
-        out.append(substitute(text, alphabets[which]) if alphabets else text)
+        out.append(substitute(text, keys[which]) if keys else text)
         used.append(which)
     return out, np.asarray(used, dtype=np.int64)
 
@@ -160,11 +179,11 @@ def build(
     if n_train % k or n_test % k:
         raise ValueError(f"n_train and n_test must be multiples of {k} (balanced classes)")
     definitions = read_definitions(_wordnet_file(Path(wordnet_dir) if wordnet_dir else WORDNET_SYSTEM_DIR))
-    # Both variants draw the same sentences, order, alphabets and choice of alphabet for a seed; the
+    # Both variants draw the same sentences, order, keys and choice of key for a seed; the
     # bag variant's word order comes from a stream of its own.
     pick_seq, train_seq, test_seq, words_seq = np.random.SeedSequence(seed).spawn(4)
     pick = np.random.default_rng(pick_seq)
-    alphabets = alphabets_for(seed) if letter_code else None
+    keys = keys_for(seed) if letter_code else None
     words_rng = np.random.default_rng(words_seq) if shuffle_words else None
     splits: dict[str, tuple[list[str], list[int]]] = {"train": ([], []), "test": ([], [])}
     for label, (name, lexfile) in enumerate(CATEGORIES):
@@ -181,7 +200,7 @@ def build(
         rng = np.random.default_rng(seq)
         texts, ys = splits[split]
         order = rng.permutation(len(texts))
-        coded, _ = _encode([texts[i] for i in order], rng, words_rng, alphabets)
+        coded, _ = _encode([texts[i] for i in order], rng, words_rng, keys)
         _write_lines(out / f"{split}_sentences.txt", coded)
         labels[split] = np.asarray(ys, dtype=np.int64)[order]
     np.save(out / "train_labels.npy", labels["train"], allow_pickle=False)

@@ -58,11 +58,10 @@ def lines(data: TaskData, name: str) -> list[str]:
 
 
 def decode(build: Callable[..., np.ndarray], sentence: str, candidates: set[str], seed: int) -> tuple[int, str] | None:
-    """The alphabet of ``seed`` that turns ``sentence`` into one of ``candidates``, and that definition."""
+    """The key of ``seed`` that turns ``sentence`` into one of ``candidates``, and that definition."""
     module = build.__globals__
-    lower, upper = module["LOWER"], module["UPPER"]
-    for which, alphabet in enumerate(module["alphabets_for"](seed)):
-        plain = sentence.translate(str.maketrans(alphabet + alphabet.upper(), lower + upper))
+    for which, key in enumerate(module["keys_for"](seed)):
+        plain = module["unsubstitute"](sentence, key)
         if plain in candidates:
             return which, plain
     return None
@@ -99,11 +98,11 @@ def test_files_shapes_dtypes_and_balance(variant: str, request: pytest.FixtureRe
     assert np.bincount(answers, minlength=CLASSES).tolist() == [N_TEST // CLASSES] * CLASSES
 
 
-def test_every_sentence_is_a_definition_of_its_category_in_one_of_the_alphabets(
+def test_every_sentence_is_a_definition_of_its_category_in_one_of_the_keys(
     spec: TaskSpec, data: TaskData, build: Callable[..., np.ndarray], definitions: list[set[str]]
 ) -> None:
-    """Read back through one of the seed's alphabets, each sentence is a WordNet definition filed under
-    its label; every alphabet carries a fair share of the sentences, in train and test alike."""
+    """Read back through one of the seed's keys, each sentence is a WordNet definition filed under
+    its label; every key carries a fair share of the sentences, in train and test alike."""
     labels = np.load(data.public_dir / "train_labels.npy")
     seen: dict[str, set[str]] = {"train": set(), "test": set()}
     used: dict[str, list[int]] = {"train": [], "test": []}
@@ -115,26 +114,63 @@ def test_every_sentence_is_a_definition_of_its_category_in_one_of_the_alphabets(
             seen[split].add(found[1])
     assert len(seen["train"]) == N_TRAIN and len(seen["test"]) == N_TEST, "a definition is used twice"
     assert not seen["train"] & seen["test"]
-    n = build.__globals__["N_ALPHABETS"]
+    n = build.__globals__["N_KEYS"]
     counts = np.bincount(used["train"] + used["test"], minlength=n)
     assert len(counts) == n and counts.min() > 0.5 * (N_TRAIN + N_TEST) / n, counts
-    assert set(used["test"]) == set(range(n)), "every alphabet also writes test sentences"
+    assert set(used["test"]) == set(range(n)), "every key also writes test sentences"
     # Every category's definitions belong to it alone.
     assert all(not a & b for i, a in enumerate(definitions) for b in definitions[i + 1 :])
 
 
-def test_the_alphabets_are_unrelated_orderings(build: Callable[..., np.ndarray], spec: TaskSpec) -> None:
-    """Distinct permutations of the letters, none a rotation of another (so no letter shift maps one
-    spelling onto another), a fixed set per seed and a new one for the next seed."""
+def test_the_keys_are_unrelated_orderings(build: Callable[..., np.ndarray], spec: TaskSpec) -> None:
+    """64 keys of 3 distinct permutations of the letters each, none a rotation of another, a fixed
+    set per seed and a new one for the next seed."""
     module = build.__globals__
     lower = module["LOWER"]
-    alphabets = module["alphabets_for"](spec.seed)
-    assert len(alphabets) == module["N_ALPHABETS"] == 64
+    keys = module["keys_for"](spec.seed)
+    assert len(keys) == module["N_KEYS"] == 64 and {len(k) for k in keys} == {module["PERIOD"]} == {3}
+    alphabets = [a for k in keys for a in k]
     assert all(sorted(a) == list(lower) for a in alphabets)
     steps = {tuple((lower.index(a[(i + 1) % 26]) - lower.index(a[i])) % 26 for i in range(26)) for a in alphabets}
     assert len(steps) == len(alphabets) and all(len(set(s)) > 1 for s in steps)
-    assert module["alphabets_for"](spec.seed) == alphabets
-    assert not set(module["alphabets_for"](spec.seed + 1)) & set(alphabets)
+    assert module["keys_for"](spec.seed) == keys
+    assert not {a for k in module["keys_for"](spec.seed + 1) for a in k} & set(alphabets)
+
+
+def test_the_alphabets_take_turns_along_each_word(build: Callable[..., np.ndarray], spec: TaskSpec) -> None:
+    """Letter j of every word is written in the key's alphabet j % 3 (case kept, non-letters kept,
+    the count restarting after each), so a word is spelt the same wherever a key writes it, while
+    a repeated letter is, at neighbouring positions, never repeated in the spelling."""
+    module = build.__globals__
+    key = module["keys_for"](spec.seed)[0]
+    text = "A see-saw of Trees, 12 and an Aardvark."
+    coded = module["substitute"](text, key)
+    assert module["unsubstitute"](coded, key) == text and len(coded) == len(text)
+    assert [c for c in coded if not c.isalpha()] == [c for c in text if not c.isalpha()]
+    assert [c.isupper() for c in coded] == [c.isupper() for c in text]
+    assert coded.split()[1][:3] == key[0][18] + key[1][4] + key[2][4]  # "see"
+    assert coded.split()[1][3] == "-" and coded.split()[1][4] == key[0][18]  # "saw" starts again
+    assert coded.split()[-1][:2] == key[0][0].upper() + key[1][0]  # "Aa": two spellings of one letter
+    assert module["substitute"]("trees trees", key).split()[0] == module["substitute"]("trees", key)
+
+
+def test_no_sentence_keeps_its_repeated_letters(data: TaskData, build: Callable[..., np.ndarray], spec: TaskSpec,
+                                                definitions: list[set[str]]) -> None:
+    """What broke data_version 2 sentence by sentence: a single spelling keeps which letters repeat.
+    Now the letter counts of a sentence and of its coded form differ, and so does its pattern."""
+    module = build.__globals__
+    train = lines(data, "train_sentences.txt")[:200]
+    keys = module["keys_for"](spec.seed)
+    kept = same_counts = 0
+    for sentence in train:
+        plain = next(module["unsubstitute"](sentence, k) for k in keys if any(
+            module["unsubstitute"](sentence, k) in d for d in definitions))
+        letters_plain = [c for c in plain.lower() if c.isalpha()]
+        letters_coded = [c for c in sentence.lower() if c.isalpha()]
+        pattern = lambda s: [s.index(c) for c in s]  # noqa: E731
+        kept += pattern(letters_plain) == pattern(letters_coded)
+        same_counts += sorted(Counter(letters_plain).values()) == sorted(Counter(letters_coded).values())
+    assert kept == 0 and same_counts < 0.05 * len(train)
 
 
 def test_bag_has_the_same_sentences_with_shuffled_words(data: TaskData, bag: TaskData) -> None:
