@@ -13,12 +13,15 @@ show the word in a sentence about something else. A definition that occurs in mo
 category is dropped too, and every definition is used at most once per data set.
 
 Each seed draws a new balanced sample of definitions and a new train/test split. Every sentence
-is then written in one of 64 spellings of the alphabet, each a random ordering of the 26 letters
-(case kept; spaces, digits and punctuation left as they are), the spelling drawn per sentence. A
-sentence of ~60 letters is too short to read its spelling off by letter counts, and a word has 64
-spellings, so a bag of words on the text as given sees each spelling of a word in a 64th of the
-data; the ~47 sentences that share a spelling share their words, which a learner can find, group,
-and line up with each other across many sentences (the reference does).
+is then written with one of 64 keys, drawn per sentence; a key is three random orderings of the 26
+letters, and letter j of every word (a run of letters) is written in the key's alphabet j % 3 (case
+kept; spaces, digits and punctuation left as they are). Data version 2 used one alphabet per key,
+and a strong model broke each sentence's (or small group's) spelling by English statistics and hill
+climbing, since one alphabet keeps a sentence's repeated letters and letter counts. Now a sentence
+of ~60 letters gives each of its three alphabets ~20 letters, and keeps neither. A word is still
+spelt the same wherever one key writes it, so the ~47 sentences that share a key share their words,
+which a learner can find, group, and line up with each other, alphabet by alphabet, across many
+sentences (the reference does).
 """
 
 from __future__ import annotations

@@ -1,22 +1,26 @@
 """sentence_topics reference: group the sentences by their spelling, line the spellings up, then n-grams.
 
-Every sentence is written in one of 64 spellings of the alphabet (the generator's constant), each a
-random ordering of the letters; which one a sentence uses is drawn at random. No single sentence is
-long enough to read its spelling off, but the ~47 sentences that share a spelling share its words
-too ("of", "a", "the" come out the same in all of them), so:
+Every sentence is written with one of 64 keys (the generator's constant), each three random
+orderings of the letters that take turns along every word (letter j of a word in alphabet j % 3);
+which key a sentence uses is drawn at random. No single sentence is long enough to read its key off,
+but the ~47 sentences that share a key share its words too ("of", "a", "the" come out the same in
+all of them), so:
 
 1. Group: spectral clustering of the sentences on the cosine similarity of their word TF-IDF
-   vectors (words are only shared within a spelling, bar chance collisions), into 96 groups, more
-   than there are spellings, so that no group holds two.
-2. Line up: every group's letter-pair counts (with a word-boundary symbol) are mapped onto one
-   common spelling by a permutation of the 26 letters, chosen by hill climbing on the log-likelihood
-   of the group's pairs under the pooled pairs of all the other groups, started from the letter
-   frequency ranks; groups that end far below the others restart at random.
-3. Reassign: each sentence goes to the group whose permutation makes its pairs likeliest, and steps
-   2 and 3 repeat until no sentence moves.
+   vectors (words are only shared within a key, bar chance collisions), into 96 groups, more
+   than there are keys, so that no group holds two.
+2. Line up: every letter becomes a symbol (its position in the word mod 3, the letter); every
+   group's symbol-pair counts (with a word-boundary symbol) are mapped onto one common spelling by
+   three permutations of the 26 letters, one per alphabet, chosen by steepest-ascent swaps on the
+   log-likelihood of the group's pairs under the pooled pairs of all the other groups, started from
+   the letter frequency ranks; groups that end far below the others restart at random.
+3. Reassign: each sentence goes to the group whose permutations make its pairs likeliest, and steps
+   2 and 3 repeat until hardly any sentence moves.
 4. Classify: once every sentence reads in the common spelling (a fixed relabelling of English,
-   which a classifier does not mind), TF-IDF word 1-2-grams and character 2-5-grams with a linear
-   support vector machine, its C chosen on a held-out fifth. The script is the same for
+   which a classifier does not mind), TF-IDF word 1-2-grams, character 2-5-grams and word
+   prefixes/suffixes with a linear
+   support vector machine, its C chosen on a held-out fifth, then two rounds of self-training on
+   the surer half of the test sentences. The script is the same for
    sentence_topics_bag, whose words are in random order: the letter pairs live inside the words.
 """
 
@@ -193,7 +197,13 @@ def classify(train: list[str], labels: np.ndarray, test: list[str]) -> np.ndarra
     # Features fitted on all sentences (no labels used), so test words get their document frequency.
     word = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2))
     char = TfidfVectorizer(sublinear_tf=True, analyzer="char_wb", ngram_range=(2, 5), min_df=2)
-    features = hstack([word.fit_transform(train + test), char.fit_transform(train + test)]).tocsr()
+    # Word prefixes and suffixes: a common ending survives a rare letter lined up wrongly elsewhere.
+    ends = TfidfVectorizer(
+        sublinear_tf=True, analyzer=lambda t: [w[:4] + "<" for w in t.split()] + [">" + w[-4:] for w in t.split()]
+    )
+    features = hstack(
+        [word.fit_transform(train + test), char.fit_transform(train + test), 0.5 * ends.fit_transform(train + test)]
+    ).tocsr()
     x_train, x_test = features[: len(train)], features[len(train) :]
     # A held-out fifth chooses the regularisation; the final model is refitted on every labelled sentence.
     perm = np.random.default_rng(0).permutation(len(train))

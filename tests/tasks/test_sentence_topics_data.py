@@ -154,8 +154,9 @@ def test_the_alphabets_take_turns_along_each_word(build: Callable[..., np.ndarra
     assert module["substitute"]("trees trees", key).split()[0] == module["substitute"]("trees", key)
 
 
-def test_no_sentence_keeps_its_repeated_letters(data: TaskData, build: Callable[..., np.ndarray], spec: TaskSpec,
-                                                definitions: list[set[str]]) -> None:
+def test_no_sentence_keeps_its_repeated_letters(
+    data: TaskData, build: Callable[..., np.ndarray], spec: TaskSpec, definitions: list[set[str]]
+) -> None:
     """What broke data_version 2 sentence by sentence: a single spelling keeps which letters repeat.
     Now the letter counts of a sentence and of its coded form differ, and so does its pattern."""
     module = build.__globals__
@@ -163,8 +164,11 @@ def test_no_sentence_keeps_its_repeated_letters(data: TaskData, build: Callable[
     keys = module["keys_for"](spec.seed)
     kept = same_counts = 0
     for sentence in train:
-        plain = next(module["unsubstitute"](sentence, k) for k in keys if any(
-            module["unsubstitute"](sentence, k) in d for d in definitions))
+        plain = next(
+            module["unsubstitute"](sentence, k)
+            for k in keys
+            if any(module["unsubstitute"](sentence, k) in d for d in definitions)
+        )
         letters_plain = [c for c in plain.lower() if c.isalpha()]
         letters_coded = [c for c in sentence.lower() if c.isalpha()]
         pattern = lambda s: [s.index(c) for c in s]  # noqa: E731
