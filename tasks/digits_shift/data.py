@@ -11,7 +11,7 @@ ways at once, each drawn per picture:
 
 - the family: ``test_style`` only (7-segment displays);
 - the geometry: a wider range of sizes, more rotation and slant, and strokes from hairline to bold;
-- clutter: most test pictures carry one or two thin straight scratches that cross the whole
+- clutter: every test picture carries one to three thin straight scratches that cross the whole
   picture in the digit's own colour;
 - the class balance: the test digits follow unequal shares, which digit gets which share drawn
   from the seed.
@@ -73,13 +73,16 @@ def _test_placement(rng: np.random.Generator) -> Any:
     return place
 
 
-def _scratches(rng: np.random.Generator, draw: ImageDraw.ImageDraw) -> None:
-    """Thin straight lines through a random point of the picture, long enough to cross all of it."""
-    for _ in range(int(rng.choice(SCRATCH_COUNTS, p=SCRATCH_P))):
+def _scratches(rng: np.random.Generator, draw: ImageDraw.ImageDraw) -> int:
+    """Thin straight lines through a random point of the picture, long enough to cross all of it;
+    returns how many."""
+    count = int(rng.choice(SCRATCH_COUNTS, p=SCRATCH_P))
+    for _ in range(count):
         x, y = rng.uniform(0, W) * SS, rng.uniform(0, H) * SS
         a = rng.uniform(0, math.pi)
         dx, dy = 2 * H * SS * math.cos(a), 2 * H * SS * math.sin(a)
         draw.line([(x - dx, y - dy), (x + dx, y + dy)], fill=255, width=max(round(rng.uniform(0.6, 1.3) * SS), 1))
+    return count
 
 
 def _test_mask(rng: np.random.Generator, digit: int) -> np.ndarray:
@@ -142,7 +145,9 @@ def build(
             for d, s, lt in zip(y_train, s_train, light_train, strict=True)
         ]
     )
-    x_test = np.stack([_paint(rng, _test_mask(rng, int(d)), bool(lt)) for d, lt in zip(y_test, light_test, strict=True)])
+    x_test = np.stack(
+        [_paint(rng, _test_mask(rng, int(d)), bool(lt)) for d, lt in zip(y_test, light_test, strict=True)]
+    )
     np.save(out / "train_data.npy", x_train)
     np.save(out / "train_labels.npy", y_train.astype(np.int64))
     np.save(out / "train_styles.npy", s_train.astype(np.int64))

@@ -1,12 +1,15 @@
-"""Reference solution for digits_shift.
+"""Reference solution for digits_shift; it knows how the data are made (tasks/digits_shift/data.py).
 
 1. Make every image colour-blind: project it on its own main colour axis, so the digit is
    bright and the background dark whatever their colours (the background is the majority of
-   the pixels, so its sign is known).
-2. Train a small CNN on the training styles with augmentation that changes how a digit is
-   drawn, not which digit it is: stroke width, blur, small gaps, shifts, contrast and noise.
-3. Adapt to the test style with the test inputs themselves: batch-norm statistics from the test
-   images, then rounds of self-training on the test images the network is confident about.
+   the pixels, so its sign is known, whichever of digit and background is lighter).
+2. Draw 30000 training pictures the way the test pictures are drawn: 7-segment digits with the
+   test geometry (sizes, rotation, slant, stroke widths), one to three scratches across the
+   picture in the digit's colour, the renderer's colours and backgrounds, made colour-blind in
+   the same way. Train a small CNN on them, with a quarter of each batch from the real training
+   pictures.
+3. Adapt with the test inputs themselves: batch-norm statistics from the test images, then
+   rounds of self-training on the test images the network is confident about.
 """
 
 from __future__ import annotations
@@ -77,12 +80,17 @@ def shift(x: torch.Tensor, max_shift: int = 1) -> torch.Tensor:
 
 
 SEGMENTS = {  # 7-segment displays in a unit box (x right, y down), the segments each digit lights
-    "a": ((0.0, 0.0), (1.0, 0.0)), "b": ((1.0, 0.0), (1.0, 0.5)), "c": ((1.0, 0.5), (1.0, 1.0)),
-    "d": ((0.0, 1.0), (1.0, 1.0)), "e": ((0.0, 0.5), (0.0, 1.0)), "f": ((0.0, 0.0), (0.0, 0.5)),
+    "a": ((0.0, 0.0), (1.0, 0.0)),
+    "b": ((1.0, 0.0), (1.0, 0.5)),
+    "c": ((1.0, 0.5), (1.0, 1.0)),
+    "d": ((0.0, 1.0), (1.0, 1.0)),
+    "e": ((0.0, 0.5), (0.0, 1.0)),
+    "f": ((0.0, 0.0), (0.0, 0.5)),
     "g": ((0.0, 0.5), (1.0, 0.5)),
 }
 LIT = {1: "bc", 2: "abged", 3: "abgcd", 4: "fgbc", 5: "afgcd", 6: "afgedc"}
 YY, XX = torch.meshgrid(torch.arange(H) + 0.5, torch.arange(W) + 0.5, indexing="ij")
+
 
 def _templates() -> torch.Tensor:
     """(6 digits, 6 segments, 2 ends, xy): each digit's lit segments, unused slots far outside."""
@@ -120,9 +128,11 @@ def synth_segments(n: int) -> tuple[torch.Tensor, torch.Tensor]:
     w = torch.minimum(h * torch.empty(n).uniform_(0.42, 0.6), torch.tensor(6.3))
     m = _rot_shear(torch.randn(n) * math.radians(5), torch.empty(n).uniform_(-0.3, 0.3))
     m = m @ torch.diag_embed(torch.stack([w, h], 1))
-    m = torch.empty(n, 1, 1).uniform_(0.8, 1.1) * _rot_shear(
-        torch.randn(n) * math.radians(7), torch.empty(n).uniform_(-0.25, 0.25)
-    ) @ m
+    m = (
+        torch.empty(n, 1, 1).uniform_(0.8, 1.1)
+        * _rot_shear(torch.randn(n) * math.radians(7), torch.empty(n).uniform_(-0.25, 0.25))
+        @ m
+    )
     cx = W / 2 + torch.empty(n).uniform_(-1, 1) * ((W - w).clamp(min=0) / 2 + 0.4)
     cy = H / 2 + torch.empty(n).uniform_(-1, 1) * ((H - h).clamp(min=0) / 2 + 0.5)
     gap = torch.empty(n, 1, 1).uniform_(0, 0.12)
@@ -225,7 +235,7 @@ XT = torch.from_numpy(to_gray(x_test)[:, None]).to(device)
 Y = torch.from_numpy(y_train).to(device)
 print(f"images made colour-blind ({elapsed():.1f} s)", flush=True)
 
-POOL = 30000
+POOL = 30000  # test-like pictures, drawn once
 synth_rng = np.random.default_rng(0)
 pool = [synth_pictures(2000, synth_rng) for _ in range(POOL // 2000)]
 XS = torch.cat([p[0] for p in pool]).to(device)
@@ -258,7 +268,7 @@ probs = predict(model, XT)
 shares = np.bincount(probs.argmax(1).cpu().numpy(), minlength=N_CLASSES) / n_test
 print(f"after batch-norm adaptation: test class shares {np.round(shares, 3)}")
 
-# Self-training: the training images keep the classes anchored; confident test images, with
+# Self-training: the drawn test-like pictures keep the classes anchored; confident test images, with
 # their own predicted labels, teach the network the new style. Each round trusts a larger share.
 rounds = 0
 while elapsed() < BUDGET_S:
