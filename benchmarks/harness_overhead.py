@@ -8,6 +8,7 @@ medians:
 and, with --reference TASK, the wall time of one reference iteration of that task.
 
     python benchmarks/harness_overhead.py [-n 20] [--reference tasks/shapes_easy]
+    python benchmarks/harness_overhead.py --tiny   # CI: two runs each, checks the script still runs
 """
 
 from __future__ import annotations
@@ -52,7 +53,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=20)
     parser.add_argument("--reference", type=Path, help="also time one reference iteration of this task")
+    parser.add_argument("--tiny", action="store_true", help="seconds, not minutes: two runs each")
     args = parser.parse_args()
+    if args.tiny:
+        args.n = 2
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         spec = load_task(write_tiny_task(root, iterations=args.n))

@@ -1,6 +1,7 @@
 """Per-run overhead of each sandbox backend on a trivial script, against a raw ``docker run``.
 
     python benchmarks/sandbox_overhead.py [--runs N]
+    python benchmarks/sandbox_overhead.py --tiny   # CI: one run each, checks the script still runs
 
 Times N runs of the same one-line script: as a plain subprocess on the host (the script's own
 run), in the local sandbox, in the docker sandbox, and with ``docker run --rm --network none`` of
@@ -48,7 +49,10 @@ def timed(fns: dict[str, Callable[[], object]], runs: int) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--tiny", action="store_true", help="seconds, not minutes: one run each")
     args = parser.parse_args()
+    if args.tiny:
+        args.runs = 1
 
     root = Path(tempfile.mkdtemp(prefix="weirdml-bench-"))
     root.chmod(0o755)  # the containers' unprivileged user reads it

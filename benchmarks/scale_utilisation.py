@@ -17,6 +17,7 @@ lease and of a Ray round trip, on a trivial script. The last line is ``utilisati
 the leases session on 2 GPUs with latency = exec.
 
     python benchmarks/scale_utilisation.py [--exec 1] [--latency 1] [--runs-per-worker 2] [--no-ray]
+    python benchmarks/scale_utilisation.py --tiny   # CI: one short session per scheme on 1 GPU, no Ray
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ CONFTEST = """
 import os, time
 from pathlib import Path
 import pytest
-from pytest_weirdml.models import Model, Response
+from pytest_weirdml.models import Model, Response, Usage
 
 EXEC_S, LATENCY_S = {exec_s!r}, {latency_s!r}
 SCRIPT = (
@@ -73,7 +74,7 @@ class Simulated(Model):
             while len(list(self.ready.iterdir())) < workers:
                 time.sleep(0.01)
         time.sleep(LATENCY_S)
-        return Response(text="```python\\n" + SCRIPT + "```", latency_s=LATENCY_S)
+        return Response(text="```python\\n" + SCRIPT + "```", usage=Usage(latency_s=LATENCY_S))
 
 
 @pytest.fixture
@@ -196,7 +197,11 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--no-ray", action="store_true", help="leave out the Ray sessions")
     parser.add_argument("-n", type=int, default=20, help="repeats of the overhead measurements")
+    parser.add_argument("--tiny", action="store_true", help="seconds, not minutes: checks the script still runs")
     args = parser.parse_args()
+    if args.tiny:
+        args.exec_s, args.latency, args.iterations, args.runs_per_worker = 0.2, 0.2, 1, 1
+        args.gpus, args.no_ray, args.n = [1], True, 2
     try:
         import ray  # noqa: F401
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_weirdml import __version__, schema, stats
-from pytest_weirdml.records import RunRecord
+from pytest_weirdml.records import RunPlan, RunRecord
 from pytest_weirdml.session import SessionDir
 
 FORMAT = "pytest-weirdml-baseline"
@@ -59,12 +59,21 @@ class BaselineError(ValueError):
 
 @dataclass(frozen=True)
 class Conditions:
-    """What must be equal for two sessions' scores on a task to be compared."""
+    """What must be equal for two sessions' scores on a task to be compared: a view of a run's plan."""
 
     protocol: str
     iterations: int
     time_limit_s: float
     data: str
+
+    @classmethod
+    def of(cls, plan: RunPlan) -> Conditions:
+        return cls(
+            protocol=plan.protocol,
+            iterations=plan.iterations_planned,
+            time_limit_s=float(plan.time_limit_s),
+            data=plan.data_key,
+        )
 
     def differences(self, other: Conditions) -> list[str]:
         """``other`` (the baseline) against ``self`` (this session), one phrase per difference."""
@@ -334,41 +343,6 @@ def compare(
             "(--weirdml-save-baseline), or compare anyway with --weirdml-baseline-force."
         )
     return comparison
-
-
-def table(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """Comparison rows (``Comparison.as_dict()["rows"]``) as text: model, task, baseline, now,
-    delta, verdict, with ``REGRESSION`` in capitals."""
-
-    def cell(est: Mapping[str, Any], signed: bool = False) -> str:
-        spec = "+.3f" if signed else ".3f"
-        return f"{format(est['mean'], spec)} [{format(est['ci_low'], spec)}, {format(est['ci_high'], spec)}]"
-
-    header = ["model", "task", "baseline [95% CI]", "now [95% CI]", "delta [95% CI]", "verdict"]
-    cells = [
-        [
-            row["model"],
-            row["task"],
-            cell(row["baseline"]),
-            cell(row["now"]),
-            cell(row["delta"], signed=True),
-            "REGRESSION" if row["verdict"] == "regression" else row["verdict"],
-        ]
-        for row in rows
-    ]
-    return header, cells
-
-
-def table_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """``table`` aligned for a terminal: the header line, then a line per row."""
-    header, cells = table(rows)
-    widths = [max(len(r[i]) for r in [header, *cells]) for i in range(len(header))]
-    return [
-        "  ".join(
-            c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        ).rstrip()
-        for row in [header, *cells]
-    ]
 
 
 def from_session(runs: Sequence[RunRecord], *, source: str = "") -> Baseline:

@@ -1,10 +1,16 @@
 """The ``weirdml`` command: what a user needs around a pytest session.
 
     weirdml report SESSION_DIR [SESSION_DIR ...] -o OUT   rebuild (and merge) reports from records
+    weirdml compare BASELINE SESSION_DIR [...]            judge sessions against a baseline
     weirdml image build|check|tag|requirements            the Docker sandbox's image and packages
+    weirdml env build|path                                the local sandbox's own Python environment
     weirdml models                                        aliases, model ids, prices, API keys set
     weirdml tasks-path                                    the directory of the bundled tasks
     weirdml horizons SESSION_DIR... [--published]         time horizons, with their figures
+
+The options the command shares with the plugin (``--bootstrap``, ``--leaderboard``, ``--margin``,
+``--force``) come from the plugin's own definitions (``pytest_weirdml.options``): the same checks
+and help texts.
 
 Running the bundled tasks from anywhere: ``pytest "$(weirdml tasks-path)" --weirdml-model=baseline``.
 """
@@ -18,13 +24,45 @@ from pathlib import Path
 
 from pytest_weirdml import __version__
 from pytest_weirdml.horizons import cli as horizons_cli
+from pytest_weirdml.options import COMMAND, add_comparison_options, add_statistics_options
+from pytest_weirdml.table import align, comparison_lines
 
 
 def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
     parser = argparse.ArgumentParser(prog=prog, description="What a user of pytest-weirdml needs around a session.")
     parser.add_argument("--version", action="version", version=f"pytest-weirdml {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_report(sub)
+    _add_compare(sub)
+    _add_image(sub)
+    env = sub.add_parser("env", help="build the local sandbox's own Python environment, or print its interpreter")
+    env_sub = env.add_subparsers(dest="env_command", required=True, metavar="ACTION")
+    env_build = env_sub.add_parser("build", help="build the environment unless it is ready")
+    env_build.add_argument("--force", action="store_true", help="rebuild it even when it is ready")
+    env_sub.add_parser("path", help="print the environment's interpreter (nothing is built)")
+    models = sub.add_parser("models", help="list model aliases, their model ids and prices, and which API keys are set")
+    models.add_argument(
+        "--rootdir",
+        type=Path,
+        default=Path.cwd(),
+        help="where pyproject.toml / weirdml.toml with your models config live (default: here)",
+    )
+    sub.add_parser("tasks-path", help="print the directory of the bundled tasks (for pytest to run)")
+    horizons_cli.add_parser(sub)
+    args = parser.parse_args(argv)
+    handlers = {
+        "report": _report,
+        "image": _image,
+        "env": _env,
+        "models": _models,
+        "tasks-path": _tasks_path,
+        "compare": _compare,
+        "horizons": horizons_cli.run,
+    }
+    return handlers[args.command](args)
 
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
     report = sub.add_parser(
         "report",
         help="rebuild summary.json, the results CSVs, report.html and the transcripts from records",
@@ -34,18 +72,25 @@ def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
     )
     report.add_argument("sessions", nargs="+", type=Path, metavar="SESSION_DIR", help="reports/<session> directories")
     report.add_argument("-o", "--out", type=Path, required=True, help="directory to write the files into")
-    report.add_argument(
-        "--leaderboard",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help="a published results CSV whose rows are drawn beside ours (default: none)",
-    )
-    report.add_argument(
-        "--bootstrap", type=int, default=10_000, metavar="N", help="bootstrap resamples (default: 10000)"
-    )
+    add_statistics_options(report.add_argument, COMMAND)
     report.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
 
+
+def _add_compare(sub: argparse._SubParsersAction) -> None:
+    compare = sub.add_parser(
+        "compare",
+        help="compare finished sessions with a baseline; exit 1 on a regression or a model with unscored runs",
+        description="Compare a session (or several, merged) with a baseline, as --weirdml-baseline does at the "
+        "end of a session: exit 0 without regression, 1 with one, 2 when the comparison is refused or an input "
+        "cannot be read.",
+    )
+    compare.add_argument("baseline", type=Path, metavar="BASELINE", help="a baseline file or a session directory")
+    compare.add_argument("sessions", nargs="+", type=Path, metavar="SESSION_DIR", help="the sessions to judge")
+    add_comparison_options(compare.add_argument, COMMAND)
+    add_statistics_options(compare.add_argument, COMMAND)
+
+
+def _add_image(sub: argparse._SubParsersAction) -> None:
     image = sub.add_parser("image", help="build or check the Docker sandbox's image")
     image_sub = image.add_subparsers(dest="image_command", required=True, metavar="ACTION")
     build = image_sub.add_parser("build", help="build the image unless it is present (offline by default)")
@@ -57,88 +102,40 @@ def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
         "requirements", help="print the sandbox's pinned packages (pip's format; the local sandbox needs them too)"
     )
 
-    models = sub.add_parser("models", help="list model aliases, their model ids and prices, and which API keys are set")
-    models.add_argument(
-        "--rootdir",
-        type=Path,
-        default=Path.cwd(),
-        help="where pyproject.toml / weirdml.toml with your models config live (default: here)",
-    )
 
-    sub.add_parser("tasks-path", help="print the directory of the bundled tasks (for pytest to run)")
-
-    compare = sub.add_parser(
-        "compare",
-        help="compare finished sessions with a baseline; exit 1 on a regression or a model with unscored runs",
-        description="Compare a session (or several, merged) with a baseline, as --weirdml-baseline does at the "
-        "end of a session: exit 0 without regression, 1 with one, 2 when the comparison is refused or an input "
-        "cannot be read.",
-    )
-    compare.add_argument("baseline", type=Path, metavar="BASELINE", help="a baseline file or a session directory")
-    compare.add_argument("sessions", nargs="+", type=Path, metavar="SESSION_DIR", help="the sessions to judge")
-    compare.add_argument("--margin", type=float, default=0.0, help="regression margin (default: 0.0)")
-    compare.add_argument("--force", action="store_true", help="compare despite other conditions (listed)")
-    compare.add_argument("--bootstrap", type=int, default=10_000, metavar="N", help="resamples (default: 10000)")
-
-    horizons_cli.add_parser(sub)
-
-    args = parser.parse_args(argv)
-    handlers = {
-        "report": _report,
-        "image": _image,
-        "models": _models,
-        "tasks-path": _tasks_path,
-        "compare": _compare,
-        "horizons": horizons_cli.run,
-    }
-    return handlers[args.command](args, parser)
-
-
-def _compare(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from pytest_weirdml.baseline import BaselineError, compare, from_session, load, table_lines
+def _compare(args: argparse.Namespace) -> int:
+    from pytest_weirdml.baseline import BaselineError, compare, from_session, load
     from pytest_weirdml.session import read_runs
 
-    if not 0.0 <= args.margin < 1.0:
-        parser.error(f"--margin must be in [0, 1), got {args.margin}")
+    margin = args.weirdml_regression_margin or 0.0
     try:
         baseline = load(args.baseline)
         now = from_session(read_runs(args.sessions), source=", ".join(map(str, args.sessions)))
-        comparison = compare(baseline, now, margin=args.margin, resamples=args.bootstrap, force=args.force)
+        comparison = compare(
+            baseline, now, margin=margin, resamples=args.weirdml_bootstrap, force=args.weirdml_baseline_force
+        )
     except (BaselineError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for side, values in comparison.isolation.items():
-        print(f"isolation of the {side}: {', '.join(values) or '-'}")
-    for line in table_lines(comparison.as_dict()["rows"]):
+    # What the session's summary prints of its comparison, without the terminal's colours.
+    print(f"comparison with {args.baseline} (margin {margin:g})")
+    for line, _style in comparison_lines(comparison.as_dict()):
         print(line)
-    for label, items in (
-        ("only in the baseline", comparison.only_in_baseline),
-        ("not in the baseline", comparison.only_now),
-    ):
-        if items:
-            print(f"{label} (not compared): {', '.join(items)}")
-    for note in comparison.notes:
-        print(f"note: {note}")
-    for model, n in comparison.incomplete.items():
-        print(f"incomplete: {model} has {n} run(s) that were not scored")
-    if comparison.regressions:
-        print(f"{len(comparison.regressions)} regression(s) against {args.baseline}")
-        return 1
-    if comparison.incomplete:
-        return 1
-    print(f"no regression against {args.baseline}")
-    return 0
+    # A model with unscored runs is not passed either (its dropped runs might have been its worst).
+    return 1 if comparison.regressions or comparison.incomplete else 0
 
 
-def _report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def _report(args: argparse.Namespace) -> int:
     from pytest_weirdml.report.build import build_reports
     from pytest_weirdml.untrusted import printable
 
-    if args.bootstrap < 1:
-        parser.error(f"--bootstrap must be at least 1, got {args.bootstrap}")
     try:
         built = build_reports(
-            args.sessions, args.out, resamples=args.bootstrap, seed=args.seed, leaderboard=args.leaderboard
+            args.sessions,
+            args.out,
+            resamples=args.weirdml_bootstrap,
+            seed=args.seed,
+            leaderboard=args.weirdml_leaderboard,
         )
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -153,7 +150,22 @@ def _report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
-def _image(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def _env(args: argparse.Namespace) -> int:
+    from pytest_weirdml.errors import SandboxError
+    from pytest_weirdml.sandbox import venv
+
+    if args.env_command == "path":
+        print(venv.interpreter(venv.env_dir()))
+        return 0
+    try:
+        print(venv.ensure(force=args.force))
+    except SandboxError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _image(args: argparse.Namespace) -> int:
     from pytest_weirdml.errors import SandboxError
     from pytest_weirdml.sandbox import image, requirements_text
 
@@ -179,7 +191,7 @@ def _image(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
-def _models(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def _models(args: argparse.Namespace) -> int:
     from pytest_weirdml.models import OFFLINE, PROVIDERS, Catalog
 
     try:
@@ -191,14 +203,13 @@ def _models(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     print(f"offline: {', '.join(entry.usage for entry in OFFLINE.entries())}")
     aliases = sorted(name for name, entry in catalog.models.items() if "model" in entry)
     ids = sorted(name for name, entry in catalog.models.items() if "model" not in entry)
-    rows = [("alias", "model", "price", "notes")]
+    rows = []
     for name in aliases + ids:
         config = catalog.lookup(name)
         note = f"deprecated: retires {config.retires}, use {config.replacement}" if config.retires else ""
         rows.append((name if name in aliases else "", config.spec, config.price_text(), note))
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    for row in rows:
-        print(("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[3]).rstrip())
+    for line in align(("alias", "model", "price", "notes"), rows, left=4):
+        print(line)
     print("API keys (set / not set; values are never shown):")
     for provider in PROVIDERS.names():
         names = catalog.lookup(f"{provider}:any").api_key_env
@@ -211,7 +222,7 @@ def _models(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
-def _tasks_path(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def _tasks_path(args: argparse.Namespace) -> int:
     from pytest_weirdml.tasks import bundled_tasks_dir
 
     try:

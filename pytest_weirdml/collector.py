@@ -36,7 +36,7 @@ class ResultsCollector:
 
     def __init__(self, settings: Settings, baseline: Baseline | None = None) -> None:
         self.settings = settings
-        self.gate = gate.gate_of(settings, baseline)
+        self.gate = gate.gate_of(settings.gate, baseline)
         self.verdicts = gate.Verdicts()
         self.comparison: dict[str, Any] | None = None
         self.progress: Progress | None = None
@@ -132,8 +132,8 @@ class ResultsCollector:
             built = build_reports(
                 [directory.path],
                 directory.path,
-                resamples=self.settings.bootstrap,
-                leaderboard=self.settings.leaderboard,
+                resamples=self.settings.report.bootstrap,
+                leaderboard=self.settings.report.leaderboard,
                 gate=self.gate,
             )
         except (OSError, ValueError) as exc:
@@ -145,7 +145,7 @@ class ResultsCollector:
         if self.gate is not None:
             self.comparison = built.summary["comparison"]
             self.verdicts.finish(session, self.comparison)
-        saved = gate.save(self.settings, list(built.runs), self.comparison)
+        saved = gate.save(self.settings.gate, list(built.runs), self.comparison, source=str(directory.path))
         if saved is not None:
             self.files["baseline"] = saved
 

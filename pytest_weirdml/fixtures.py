@@ -1,9 +1,10 @@
 """The fixtures that drive a task item. Override any of them in your own conftest.py.
 
 ``weirdml_run`` runs the feedback loop from the pieces below it: the task, its data, the
-(model, run) case, the model client, the sandbox and the session directory (``weirdml_store``,
-where every iteration and the end of the run are recorded). Replacing ``weirdml_model`` plugs
-in your own client; replacing ``weirdml_sandbox`` your own sandbox.
+(model, run) case, the model client (taken from the process's model pool, built once per model),
+the sandbox and the session directory (``weirdml_store``, where the run's plan, every iteration
+and the end of the run are recorded). Replacing ``weirdml_model`` plugs in your own client;
+replacing ``weirdml_sandbox`` your own sandbox.
 """
 
 from __future__ import annotations
@@ -16,19 +17,19 @@ import pytest
 
 from pytest_weirdml import models
 from pytest_weirdml.activity import Board
-from pytest_weirdml.config import Settings
+from pytest_weirdml.config import MODEL_POOL_KEY, SETTINGS_KEY, Settings
 from pytest_weirdml.errors import DataUnavailable, HarnessError, SandboxError, TaskError
 from pytest_weirdml.items import task_of
-from pytest_weirdml.loop import LoopSettings, run_task
-from pytest_weirdml.records import IterationRecord, RunRecord
+from pytest_weirdml.loop import run_task
+from pytest_weirdml.records import IterationRecord, RunRecord, RunStart
 from pytest_weirdml.redact import redact
 from pytest_weirdml.report.transcript import write_transcript
-from pytest_weirdml.sandbox import Limits, Sandbox
+from pytest_weirdml.sandbox import Sandbox
 from pytest_weirdml.sandbox.scale import open_session_sandbox
 from pytest_weirdml.session import SessionDir
 from pytest_weirdml.tasks import TaskData, TaskSpec, build_data
 
-SETTINGS_KEY = pytest.StashKey[Settings]()
+__all__ = ["BOARD_KEY", "MODEL_NAME_KEY", "SETTINGS_KEY", "Case", "cases"]
 # What this process's runs in flight are doing (the status line's source).
 BOARD_KEY = pytest.StashKey[Board]()
 # The model name an item's iterations are recorded under (a conftest's own client names itself).
@@ -71,15 +72,9 @@ def weirdml_case() -> Case:
 
 
 @pytest.fixture
-def weirdml_model(weirdml_case: Case, weirdml_settings: Settings) -> Iterator[models.Model]:
-    model = models.resolve(
-        weirdml_case.model,
-        weirdml_settings.catalog,
-        cache=weirdml_settings.cache_dir,
-        answer_timeout_s=weirdml_settings.answer_timeout_s,
-    )
-    yield model
-    model.close()
+def weirdml_model(weirdml_case: Case, pytestconfig: pytest.Config) -> models.Model:
+    """The case's client from the process's pool: built once per model and process, closed at the end."""
+    return pytestconfig.stash[MODEL_POOL_KEY].get(weirdml_case.model)
 
 
 @pytest.fixture(scope="session")
@@ -88,7 +83,7 @@ def weirdml_sandbox(pytestconfig: pytest.Config, weirdml_settings: Settings) -> 
     try:
         # Opening may build the local sandbox's environment once; its progress lines must show.
         with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
-            sandbox = open_session_sandbox(weirdml_settings)
+            sandbox = open_session_sandbox(weirdml_settings.sandbox)
     except SandboxError as exc:
         pytest.fail(f"SandboxError: {redact(str(exc))}", pytrace=False)
     yield sandbox
@@ -144,6 +139,12 @@ def weirdml_run(
         weirdml_store.append(record)
         hook.pytest_weirdml_iteration(item=item, record=record)
 
+    key = (weirdml_task.name, weirdml_model.name, weirdml_case.run)
+    started: RunStart | None = None
+    finished: list[IterationRecord] = []
+    if weirdml_settings.resume:
+        started, finished = weirdml_store.started(*key), weirdml_store.finished(*key)
+
     board = request.config.stash.get(BOARD_KEY, None)
 
     def on_phase(what: str) -> None:
@@ -151,13 +152,6 @@ def weirdml_run(
             board.set(item.nodeid, item.name, what)
 
     # The GPU and the cores are leased per execution by the sandbox (sandbox/scale.py).
-    settings = LoopSettings(
-        iterations=weirdml_settings.iterations,
-        time_limit_s=weirdml_settings.time_limit_s,
-        limits=Limits(memory_bytes=weirdml_settings.memory_bytes, results_bytes=weirdml_settings.results_bytes),
-        session=weirdml_settings.session,
-        protocol=weirdml_settings.protocol,
-    )
     try:
         run = run_task(
             weirdml_task,
@@ -165,14 +159,12 @@ def weirdml_run(
             weirdml_model,
             weirdml_sandbox,
             run=weirdml_case.run,
-            settings=settings,
+            settings=weirdml_settings.loop,
+            on_start=weirdml_store.append,
             on_iteration=on_iteration,
             on_phase=on_phase,
-            finished=(
-                weirdml_store.finished(weirdml_task.name, weirdml_model.name, weirdml_case.run)
-                if weirdml_settings.resume
-                else ()
-            ),
+            finished=finished,
+            started=started,
         )
     except HarnessError as exc:
         message = redact(f"{type(exc).__name__}: {exc}")

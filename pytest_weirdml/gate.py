@@ -20,9 +20,10 @@ import pytest
 
 from pytest_weirdml import models
 from pytest_weirdml.baseline import Baseline, BaselineError, Conditions, from_session, load
-from pytest_weirdml.config import Settings
+from pytest_weirdml.config import GateSettings, Settings
 from pytest_weirdml.items import task_of
-from pytest_weirdml.loop import planned_iterations
+from pytest_weirdml.loop import plan_run
+from pytest_weirdml.models.pool import ModelPool
 from pytest_weirdml.records import RunRecord
 from pytest_weirdml.report.build import Gate
 
@@ -30,7 +31,7 @@ from pytest_weirdml.report.build import Gate
 REFUSED = "weirdml baseline refused"
 
 
-def load_baseline(settings: Settings) -> Baseline | None:
+def load_baseline(settings: GateSettings) -> Baseline | None:
     """The baseline of ``--weirdml-baseline``, read once per process; a usage error when unreadable."""
     if settings.baseline is None:
         return None
@@ -40,36 +41,27 @@ def load_baseline(settings: Settings) -> Baseline | None:
         raise pytest.UsageError(f"--weirdml-baseline: {exc}") from None
 
 
-def gate_of(settings: Settings, baseline: Baseline | None) -> Gate | None:
+def gate_of(settings: GateSettings, baseline: Baseline | None) -> Gate | None:
     if baseline is None:
         return None
     return Gate(baseline, margin=settings.regression_margin, force=settings.baseline_force)
 
 
 class BaselineCheck:
-    """Registered where items are collected: skips the items the baseline cannot be compared with."""
+    """Registered where items are collected: skips the items the baseline cannot be compared with.
 
-    def __init__(self, settings: Settings, baseline: Baseline) -> None:
+    Each item's conditions are those of the plan its run will get (``loop.plan_run``), with the
+    client from the process's model pool."""
+
+    def __init__(self, settings: Settings, pool: ModelPool, baseline: Baseline) -> None:
         self.settings = settings
+        self.pool = pool
         self.baseline = baseline
-        self._planned: dict[tuple[str, int], int] = {}
-
-    def _iterations(self, model: str, task_iterations: int) -> int:
-        """What the loop will allow a run: the session's or the task's count, capped by the model's."""
-        key = (model, task_iterations)
-        if key not in self._planned:
-            client = models.resolve(model, self.settings.catalog)
-            try:
-                cap = client.max_iterations
-            finally:
-                client.close()
-            self._planned[key] = planned_iterations(self.settings.iterations, task_iterations, cap)
-        return self._planned[key]
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        if self.settings.baseline_force:
-            return
         settings = self.settings
+        if settings.gate.baseline_force:
+            return
         for item in items:
             callspec = getattr(item, "callspec", None)
             case = callspec.params.get("weirdml_case") if callspec is not None else None
@@ -80,13 +72,14 @@ class BaselineCheck:
             cell = self.baseline.cells.get(name, {}).get(spec.name)
             if cell is None:
                 continue
-            now = Conditions(
-                protocol=settings.protocol,
-                iterations=self._iterations(case.model, spec.iterations),
-                time_limit_s=float(settings.time_limit_s or spec.time_limit_s),
-                data=spec.data_key(settings.data_seed),
+            plan = plan_run(
+                spec,
+                self.pool.get(case.model),
+                settings.loop,
+                data_key=spec.data_key(settings.data_seed),
+                data_seed=settings.data_seed,
             )
-            differences = now.differences(cell.conditions)
+            differences = Conditions.of(plan).differences(cell.conditions)
             if differences:
                 reason = (
                     f"{REFUSED}: {name} / {spec.name}: {'; '.join(differences)}. Run under the baseline's "
@@ -164,7 +157,9 @@ def _junit_properties(
         return
 
 
-def save(settings: Settings, runs: list[RunRecord], comparison: dict[str, Any] | None = None) -> str | None:
+def save(
+    settings: GateSettings, runs: list[RunRecord], comparison: dict[str, Any] | None = None, *, source: str = ""
+) -> str | None:
     """``--weirdml-save-baseline``: the session's finished runs as a baseline file; its path, or
     why it was not written. A session that regressed against the baseline it was compared with
     does not replace it, so a rolling baseline never rolls onto a regression."""
@@ -174,7 +169,7 @@ def save(settings: Settings, runs: list[RunRecord], comparison: dict[str, Any] |
         return f"not saved: this session regressed against {comparison.get('baseline')}, which stays as it is"
     if comparison is not None and comparison.get("incomplete"):
         return f"not saved: runs of this session were not scored; {comparison.get('baseline')} stays as it is"
-    baseline = from_session(runs, source=str(settings.session_dir))
+    baseline = from_session(runs, source=source)
     if not baseline.cells:
         return None  # nothing finished: an earlier baseline file is kept as it is
     return str(baseline.save(settings.save_baseline))

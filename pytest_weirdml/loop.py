@@ -1,8 +1,11 @@
-"""The feedback loop of one run, free of pytest: ask, extract, run, score, feed back.
+"""The feedback loop of one run, free of pytest: plan, then ask, extract, run, score, feed back.
 
-``run_task`` drives up to N submissions. Each finished iteration goes to ``on_iteration`` at
-once (the record store), so a run killed midway keeps what it finished; ``on_phase`` hears
-what the run is doing (waiting for the model, running the script), for the status line.
+``plan_run`` works out what a run is made under (its ``RunPlan``), the one place that does: the
+loop runs by it and the gate compares baselines with it. ``run_task`` hands the plan to
+``on_start`` before its first model call (the record store writes it as a ``RunStart``), then
+drives up to N submissions. Each finished iteration goes to ``on_iteration`` at once, so a run
+killed midway keeps what it finished; ``on_phase`` hears what the run is doing (waiting for the
+model, running the script), for the status line.
 
 The model owns its output: whatever goes wrong with what it sent (no script, a script that is not
 valid Unicode, a crash, a timeout, a bad predictions file, anything the harness raises while
@@ -26,7 +29,7 @@ from pytest_weirdml.errors import HarnessError, WeirdMLError
 from pytest_weirdml.extract import extract_code
 from pytest_weirdml.models import Message, Model, Request
 from pytest_weirdml.protocol import PUBLISHED
-from pytest_weirdml.records import IterationRecord, RunRecord, Usage
+from pytest_weirdml.records import IterationRecord, RunPlan, RunRecord, RunStart, Usage, legacy_plan
 from pytest_weirdml.redact import redact, redact_optional
 from pytest_weirdml.sandbox import Environment, ExecResult, Limits, Sandbox, size_text
 from pytest_weirdml.sandbox._workdir import RESULTS_INODES
@@ -107,9 +110,6 @@ class LoopSettings:
     iterations: int | None = None
     time_limit_s: float | None = None
     limits: Limits = field(default_factory=Limits)
-    gpu: str | None = None
-    # How the system prompt names the hardware when a GPU is leased (the sandbox's own text otherwise).
-    device: str | None = None
     session: str = ""
     protocol: str = PUBLISHED
 
@@ -120,6 +120,39 @@ def planned_iterations(session: int | None, task: int, model_cap: int | None) ->
     return wanted if model_cap is None else min(wanted, model_cap)
 
 
+def plan_run(
+    task: TaskSpec,
+    model: Model,
+    settings: LoopSettings,
+    *,
+    data_key: str,
+    data_seed: int | None,
+    sandbox: Sandbox | None = None,
+) -> RunPlan:
+    """What a run of ``task`` by ``model`` is made under. Without ``sandbox`` (the gate, before
+    anything runs) the plan holds the conditions alone: no sandbox, hardware or system prompt."""
+    iterations = planned_iterations(settings.iterations, task.iterations, model.max_iterations)
+    time_limit = float(settings.time_limit_s or task.time_limit_s)
+    limits = settings.limits
+    plan = RunPlan(
+        iterations_planned=iterations,
+        time_limit_s=time_limit,
+        memory_bytes=limits.memory_bytes,
+        output_bytes=limits.output_bytes,
+        results_bytes=limits.results_bytes,
+        max_output_tokens=model.max_output_tokens,
+        protocol=settings.protocol,
+        data_seed=data_seed,
+        data_key=data_key,
+        time_estimates=task.time_estimates.as_dict() if task.time_estimates else None,
+    )
+    if sandbox is None:
+        return plan
+    env = sandbox.environment()
+    system = system_prompt(task, env, iterations, time_limit, settings.protocol)
+    return replace(plan, sandbox=sandbox.name, isolation=sandbox.isolation, hardware=env.device, system_prompt=system)
+
+
 def run_task(
     task: TaskSpec,
     data: TaskData,
@@ -128,24 +161,28 @@ def run_task(
     *,
     run: int,
     settings: LoopSettings = LoopSettings(),
+    on_start: Callable[[RunStart], None] = lambda start: None,
     on_iteration: Callable[[IterationRecord], None] = lambda record: None,
     finished: Sequence[IterationRecord] = (),
+    started: RunStart | None = None,
     on_phase: Callable[[str], None] = lambda what: None,
 ) -> RunRecord:
     """Drive the run; ``finished`` iterations (from a resumed session) are replayed into the
-    conversation instead of being asked and run again."""
-    iterations = planned_iterations(settings.iterations, task.iterations, model.max_iterations)
-    time_limit = settings.time_limit_s or task.time_limit_s
-    limits = replace(settings.limits, time_s=time_limit)
+    conversation instead of being asked and run again, and a resumed run whose start was recorded
+    (``started``) keeps it instead of starting again."""
+    plan = plan_run(task, model, settings, data_key=data.key, data_seed=data.seed, sandbox=sandbox)
+    recorded = started.plan if started is not None else legacy_plan(list(finished))
+    if recorded is None:
+        recorded = replace(plan, system_prompt=redact_optional(plan.system_prompt))
+        on_start(RunStart(task.name, model.name, run, recorded, started_at=_now(), session=settings.session))
+    elif finished:
+        _check_resumable(recorded, plan, finished)
+    iterations = plan.iterations_planned
+    limits = replace(settings.limits, time_s=plan.time_limit_s)
     answers = data.answers()
-    env = sandbox.environment()
-    if settings.device:
-        env = replace(env, device=settings.device)
-    system = system_prompt(task, env, iterations, time_limit, settings.protocol)
-    messages = [Message("system", system), Message("user", task.prompt)]
-    record = RunRecord(task=task.name, model=model.name, run=run)
+    messages = [Message("system", plan.system_prompt or ""), Message("user", task.prompt)]
+    record = RunRecord(task=task.name, model=model.name, run=run, plan=recorded)
     best = 0.0
-    _check_resumable(finished, settings.protocol, data, iterations, time_limit)
     for done in finished[:iterations]:
         record.iterations.append(done)
         best = max(best, done.score)
@@ -154,14 +191,12 @@ def run_task(
         feedback = protocol_mod.feedback(settings.protocol, said, iterations=iterations, best=best)
         messages.append(Message("user", redact(feedback)))
     for iteration in range(len(record.iterations) + 1, iterations + 1):
-        started_at = datetime.now(UTC).isoformat(timespec="seconds")
+        started_at = _now()
         clock = time.monotonic()
         on_phase(f"waiting for {model.waiting_for} (iteration {iteration})")
         response = model.generate(Request(messages=tuple(messages), task=task, run=run, iteration=iteration))
         running = functools.partial(on_phase, f"running the script (iteration {iteration})")
-        code, result, score = submit(
-            response.text, response.usage, sandbox, data, limits, settings.gpu, answers, running
-        )
+        code, result, score = submit(response.text, response.usage, sandbox, data, limits, answers, running)
         best = max(best, score.accuracy)
         # Every text below goes to the records, the reports, the terminal or the next prompt.
         item = IterationRecord(
@@ -182,19 +217,10 @@ def run_task(
             usage=response.usage.redacted(),
             started_at=started_at,
             wall_s=time.monotonic() - clock,
-            sandbox=sandbox.name,
             isolation=(result.isolation if result else "") or sandbox.isolation,
             node=result.node if result else "",
+            harness_notes=tuple(redact(n) for n in result.harness_notes) if result else (),
             session=settings.session,
-            protocol=settings.protocol,
-            data_seed=data.seed,
-            data_key=data.key,
-            iterations_planned=iterations,
-            time_limit_s=time_limit,
-            hardware=env.device,
-            # The exact system prompt, once per run: what the model was told of hardware and packages.
-            system_prompt=redact(system) if iteration == 1 else None,
-            time_estimates=task.time_estimates.as_dict() if task.time_estimates and iteration == 1 else None,
         )
         record.iterations.append(item)
         on_iteration(item)
@@ -211,7 +237,6 @@ def submit(
     sandbox: Sandbox,
     data: TaskData,
     limits: Limits,
-    gpu: str | None,
     answers: np.ndarray,
     starting: Callable[[], None] = lambda: None,
 ) -> tuple[str | None, ExecResult | None, Score]:
@@ -226,7 +251,7 @@ def submit(
         return code, None, Score(0.0, f"the script was not run: it holds {invalid}; write it as plain UTF-8 text")
     starting()
     try:
-        result = sandbox.run(code, data.public_dir, limits, gpu=gpu)
+        result = sandbox.run(code, data.public_dir, limits)
         # Redacted before any cut (the protocol keeps a head and a tail of the output).
         result = replace(result, output=redact(result.output), notes=tuple(redact(n) for n in result.notes))
         score = judge(result, lambda content: score_predictions(content, answers, cap=limits.results_bytes), limits)
@@ -237,44 +262,47 @@ def submit(
     return code, result, score
 
 
-def _check_resumable(
-    finished: Sequence[IterationRecord], protocol: str, data: TaskData, iterations: int, time_limit: float
-) -> None:
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _check_resumable(recorded: RunPlan, plan: RunPlan, finished: Sequence[IterationRecord]) -> None:
     """A resumed run continues only under the protocol, on the data and with the limits it started
     with, and never takes a recorded score its own record contradicts."""
-    if not finished:
-        return
     for done in finished:
-        problem = _inconsistent(done, protocol, data, iterations, time_limit)
+        problem = _inconsistent(done.legacy_plan or recorded, plan, done.schema) or _contradicted(done)
         if problem is not None:
             raise HarnessError(
                 f"--weirdml-resume: iteration {done.iteration} of {done.task} / {done.model} / run {done.run} "
                 f"in the records {problem}; its score is not taken. Start a new session instead of resuming this one"
             )
-    first = finished[0]
-    if first.protocol != protocol:
+    if recorded.protocol != plan.protocol:
         raise HarnessError(
-            f"this run started under the {first.protocol} protocol; resume it with --weirdml-protocol={first.protocol}"
+            f"this run started under the {recorded.protocol} protocol; resume it with "
+            f"--weirdml-protocol={recorded.protocol}"
         )
-    if first.data_key and first.data_key != data.key:
+    if recorded.data_key and recorded.data_key != plan.data_key:
         raise HarnessError(
-            f"this run started on data {first.data_key}, not {data.key}; resume it with "
-            f"--weirdml-data-seed={first.data_seed}"
+            f"this run started on data {recorded.data_key}, not {plan.data_key}; resume it with "
+            f"--weirdml-data-seed={recorded.data_seed}"
         )
 
 
-def _inconsistent(
-    done: IterationRecord, protocol: str, data: TaskData, iterations: int, time_limit: float
-) -> str | None:
-    """Why a recorded iteration cannot be part of this run, or None."""
-    if done.protocol != protocol or (done.data_key and done.data_key != data.key):
-        return None  # said below, with the option that resumes it
-    if not done.data_key and done.schema >= 2:
+def _inconsistent(recorded: RunPlan, plan: RunPlan, schema: int) -> str | None:
+    """Why an iteration recorded under ``recorded`` cannot be part of a run under ``plan``, or None."""
+    if recorded.protocol != plan.protocol or (recorded.data_key and recorded.data_key != plan.data_key):
+        return None  # said by the caller, with the option that resumes it
+    if not recorded.data_key and schema >= 2:
         return "has no data identity (data_key)"
-    if done.iterations_planned and done.iterations_planned != iterations:
-        return f"was planned with {done.iterations_planned} submissions, this run with {iterations}"
-    if done.time_limit_s and done.time_limit_s != time_limit:
-        return f"ran under a time limit of {done.time_limit_s:g} s, this run under {time_limit:g} s"
+    if recorded.iterations_planned and recorded.iterations_planned != plan.iterations_planned:
+        return f"was planned with {recorded.iterations_planned} submissions, this run with {plan.iterations_planned}"
+    if recorded.time_limit_s and recorded.time_limit_s != plan.time_limit_s:
+        return f"ran under a time limit of {recorded.time_limit_s:g} s, this run under {plan.time_limit_s:g} s"
+    return None
+
+
+def _contradicted(done: IterationRecord) -> str | None:
+    """Why a recorded iteration's score contradicts its own record, or None."""
     failed = done.code is None or done.timed_out or done.exit_code != 0 or done.zero_reason is not None
     if failed and done.score != 0.0:
         return f"scores {done.score} although it failed (zero_reason {done.zero_reason!r}, exit code {done.exit_code})"

@@ -15,15 +15,18 @@ from pytest_weirdml import fixtures, hookspecs, terminal
 from pytest_weirdml.activity import Board
 from pytest_weirdml.budget import CostCap
 from pytest_weirdml.collector import ResultsCollector
+from pytest_weirdml.config import MODEL_POOL_KEY, SETTINGS_KEY, Settings
 from pytest_weirdml.errors import SandboxError
-from pytest_weirdml.fixtures import BOARD_KEY, SETTINGS_KEY, cases
+from pytest_weirdml.fixtures import BOARD_KEY, cases
 from pytest_weirdml.gate import BaselineCheck, load_baseline
 from pytest_weirdml.items import MARKER, collect_task
+from pytest_weirdml.models.pool import ModelPool
 from pytest_weirdml.tasks import TASK_FILE
 
 SESSION_INPUT = "weirdml_session"
 SESSION_DIR_INPUT = "weirdml_session_dir"
 SEED_INPUT = "weirdml_data_seed"
+GPUS_INPUT = "weirdml_gpus"
 # Where each worker's board of runs in flight is written (activity.Board), for the controller.
 BOARDS_INPUT = "weirdml_boards"
 
@@ -52,10 +55,18 @@ def pytest_configure(config: pytest.Config) -> None:
             workerinput[SESSION_INPUT],
             session_dir=Path(workerinput[SESSION_DIR_INPUT]),
             data_seed=workerinput[SEED_INPUT],
+            gpus=tuple(workerinput[GPUS_INPUT]),
         )
     else:
         settings = config_mod.settings_from(config, config_mod.new_session_name())
     config.stash[SETTINGS_KEY] = settings
+    pool = config.stash[MODEL_POOL_KEY] = _model_pool(settings)
+    if workerinput is None:
+        try:
+            config_mod.check_session(settings)
+        except pytest.UsageError:
+            pool.close()
+            raise
     if workerinput and workerinput.get(BOARDS_INPUT):
         config.stash[BOARD_KEY] = Board(Path(workerinput[BOARDS_INPUT]) / f"{workerinput['workerid']}.json")
     else:
@@ -65,17 +76,40 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}: an item collected from a WeirdML task directory")
     config.pluginmanager.register(fixtures, "weirdml-fixtures")
     config.pluginmanager.register(BrokenTasks(), "weirdml-broken-tasks")
-    baseline = load_baseline(settings)
+    baseline = load_baseline(settings.gate)
     if baseline is not None:
-        config.pluginmanager.register(BaselineCheck(settings, baseline), "weirdml-baseline-check")
+        config.pluginmanager.register(BaselineCheck(settings, pool, baseline), "weirdml-baseline-check")
     if workerinput is None:
         config.pluginmanager.register(ResultsCollector(settings, baseline), "weirdml-results")
-        for note in settings.model_notes:
-            config.issue_config_time_warning(ModelDeprecatedWarning(note), stacklevel=2)
-        for note in settings.cap_notes:
-            config.issue_config_time_warning(OutputCapWarning(note), stacklevel=2)
+        for name in settings.models:
+            model = pool.get(name)
+            note = model.deprecation()
+            if note:
+                config.issue_config_time_warning(ModelDeprecatedWarning(note), stacklevel=2)
+            if model.cap_note:
+                config.issue_config_time_warning(OutputCapWarning(model.cap_note), stacklevel=2)
         if config.option.weirdml_build_image:
             _build_image()
+
+
+def _model_pool(settings: Settings) -> ModelPool:
+    """The process's model clients, every chosen one built now: a missing SDK or API key stops the
+    session before any work."""
+    pool = ModelPool(settings.catalog, cache=settings.cache_dir, answer_timeout_s=settings.answer_timeout_s)
+    for name in settings.models:
+        try:
+            pool.get(name)
+        except ValueError as exc:
+            pool.close()
+            raise pytest.UsageError(f"--weirdml-model: {exc}") from None
+    return pool
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    pool = config.stash.get(MODEL_POOL_KEY, None)
+    if pool is not None:
+        pool.close()
+        del config.stash[MODEL_POOL_KEY]
 
 
 def _build_image() -> None:
@@ -92,7 +126,9 @@ def _build_image() -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     workers = getattr(config.option, "numprocesses", None)
-    return terminal.header_lines(config.stash[SETTINGS_KEY], workers if isinstance(workers, int) and workers else 1)
+    return terminal.header_lines(
+        config.stash[SETTINGS_KEY], workers if isinstance(workers, int) and workers else 1, config.stash[MODEL_POOL_KEY]
+    )
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -153,6 +189,8 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput[SESSION_DIR_INPUT] = str(settings.session_dir)
     # A drawn (random) seed is drawn once, on the controller: every worker builds the same data.
     node.workerinput[SEED_INPUT] = settings.data_seed
+    # The GPUs are listed once, on the controller (nvidia-smi), not by every worker.
+    node.workerinput[GPUS_INPUT] = list(settings.sandbox.gpus)
     collector = node.config.pluginmanager.get_plugin("weirdml-results")
     if collector is not None:
         node.workerinput[BOARDS_INPUT] = str(collector.boards_dir())

@@ -1,12 +1,19 @@
-"""The records a session keeps: what one model call cost, one submission, the end of a run.
+"""The records a session keeps: the plan of a run, what one model call cost, one submission, the
+end of a run.
 
-A session's ``records.jsonl`` holds one JSON object per line, of two kinds (the ``kind`` key):
-``iteration`` (an ``IterationRecord``, appended the moment a submission is scored) and
-``run_end`` (a ``RunEnd``: the run finished, or a harness error stopped it). Lines are written
-from these dataclasses and read back into them, so a field added to a dataclass is one line
-here and nothing else changes; unknown keys in old or newer files are ignored. Every line read
-back is checked against its dataclass's schema first (``pytest_weirdml.schema``): a records file
-may come from anyone.
+A session's ``records.jsonl`` holds one JSON object per line, of three kinds (the ``kind`` key):
+``run_start`` (a ``RunStart``: the run's ``RunPlan``, the conditions it is made under, written
+once before its first model call), ``iteration`` (an ``IterationRecord``, appended the moment a
+submission is scored; only what differs per submission) and ``run_end`` (a ``RunEnd``: the run
+finished, or a harness error stopped it). Lines are written from these dataclasses and read back
+into them, so a field added to a dataclass is one line here and nothing else changes; unknown
+keys in old or newer files are ignored.
+
+Schema 3 has the run start. Schemas 1 and 2 copied the conditions into every iteration; they are
+read back into the same ``RunPlan`` (``IterationRecord.legacy_plan``), so a run reads alike
+whichever schema wrote it. Every line read back is checked
+against its dataclass's schema first (``pytest_weirdml.schema``): a records file may come from
+anyone.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from pytest_weirdml import schema
 from pytest_weirdml.redact import redact_values
 from pytest_weirdml.untrusted import valid_unicode
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+RUN_START = "run_start"
 ITERATION = "iteration"
 RUN_END = "run_end"
 
@@ -74,6 +82,70 @@ class Usage:
 _FLAT_USAGE = {f.name: f.name for f in dataclasses.fields(Usage)} | {"model_latency_s": "latency_s"}
 
 
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run is made under, worked out once by the loop (``loop.plan_run``) before its first
+    model call: the gate, the baselines and the summary read their conditions from it."""
+
+    # What the run is allowed: its number of submissions, the time limit, memory, output and
+    # results caps per script, and the model's output-token cap (``None``: the model has none).
+    iterations_planned: int = 0
+    time_limit_s: float = 0.0
+    memory_bytes: int = 0
+    output_bytes: int = 0
+    results_bytes: int = 0
+    max_output_tokens: int | None = None
+    # Records from before this field existed were all made under the disclosing prompt.
+    protocol: str = "informed"
+    # The data identity: the seed the task's data was built from and its cache key
+    # (data version, seed, builder hash).
+    data_seed: int | None = None
+    data_key: str = ""
+    # Where the scripts run, how that sandbox isolates them (``Sandbox.isolation``: bwrap+cgroups,
+    # bwrap, docker or none; each iteration says how its own script was), and how the system
+    # prompt named the hardware.
+    sandbox: str = ""
+    isolation: str = ""
+    hardware: str = ""
+    # The exact system prompt: what the model was told of hardware and packages.
+    system_prompt: str | None = None
+    # The task's [time_estimates] (horizons.estimates), for the time horizons.
+    time_estimates: dict[str, Any] | None = None
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> RunPlan:
+        schema.check_plan(raw, _annotations(cls))
+        return cls(**_known(cls, raw))
+
+
+@dataclass
+class RunStart:
+    """A run began under ``plan``; the twin of ``RunEnd``. The first start of a run is its plan
+    (a resumed run keeps the conditions it started with)."""
+
+    task: str
+    model: str
+    run: int
+    plan: RunPlan = field(default_factory=RunPlan)
+    started_at: str = ""
+    session: str = ""
+    kind: str = RUN_START
+    schema: int = SCHEMA_VERSION
+
+    def to_json(self) -> str:
+        return valid_unicode(json.dumps(dataclasses.asdict(self), ensure_ascii=False))
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> RunStart:
+        schema.check_record(raw, _annotations(cls))
+        known = _known(cls, raw)
+        plan = raw.get("plan")
+        if not isinstance(plan, dict):
+            raise TypeError("a run start needs its plan")
+        known["plan"] = RunPlan.from_dict(plan)
+        return cls(**known)
+
+
 @dataclass
 class IterationRecord:
     """One submission: what was asked, what came back, how the script ran and scored."""
@@ -95,28 +167,19 @@ class IterationRecord:
     usage: Usage = field(default_factory=Usage)
     started_at: str = ""
     wall_s: float = 0.0
-    sandbox: str = ""
-    # How the script was isolated: bwrap+cgroups, bwrap, docker or none ("" before it was recorded).
+    # How the script was isolated: bwrap+cgroups, bwrap, docker or none ("" before it was recorded);
+    # per iteration, as the backend that ran it says (Ray nodes may differ).
     isolation: str = ""
     # The Ray node that ran the script ("" for this machine).
     node: str = ""
+    # What the harness noted about the execution for the records only, never for the model (an
+    # execution that ran again after a Ray node failed).
+    harness_notes: tuple[str, ...] = ()
     session: str = ""
-    # Records from before this field existed were all made under the disclosing prompt.
-    protocol: str = "informed"
-    # The data identity: the seed the task's data was built from and its cache key
-    # (data version, seed, builder hash).
-    data_seed: int | None = None
-    data_key: str = ""
-    # What the run was allowed: its number of submissions and the time limit per script.
-    iterations_planned: int = 0
-    time_limit_s: float = 0.0
-    # How the system prompt named the hardware the script ran on.
-    hardware: str = ""
-    system_prompt: str | None = None
-    # The task's [time_estimates] (horizons.estimates), once per run like the system prompt.
-    time_estimates: dict[str, Any] | None = None
     kind: str = ITERATION
     schema: int = SCHEMA_VERSION
+    # Schemas 1 and 2: the run's conditions as this iteration carried them (never written).
+    legacy_plan: RunPlan | None = field(default=None, compare=False, repr=False)
 
     @property
     def failed(self) -> bool:
@@ -128,19 +191,25 @@ class IterationRecord:
         return len(self.code.splitlines()) if self.code else 0
 
     def to_json(self) -> str:
+        fields = dataclasses.asdict(self)
+        del fields["legacy_plan"]
         # A lone surrogate (a provider's JSON may carry one) cannot be written as UTF-8.
-        return valid_unicode(json.dumps(dataclasses.asdict(self), ensure_ascii=False))
+        return valid_unicode(json.dumps(fields, ensure_ascii=False))
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> IterationRecord:
         schema.check_record(raw, _annotations(cls))
         known = _known(cls, raw)
+        known.pop("legacy_plan", None)
+        known["harness_notes"] = tuple(known.get("harness_notes", ()))
         if isinstance(raw.get("usage"), dict):
             known["usage"] = Usage.from_dict(raw["usage"])
         else:
             flat = {new: raw[old] for old, new in _FLAT_USAGE.items() if old in raw}
             known["usage"] = Usage.from_dict(flat)
         known.setdefault("schema", 1)
+        if known["schema"] < 3:
+            known["legacy_plan"] = RunPlan.from_dict(raw)
         return cls(**known)
 
 
@@ -170,7 +239,7 @@ class RunEnd:
         return cls(**_known(cls, raw))
 
 
-Record = IterationRecord | RunEnd
+Record = RunStart | IterationRecord | RunEnd
 
 
 def parse_record(line: str | bytes) -> Record:
@@ -179,8 +248,11 @@ def parse_record(line: str | bytes) -> Record:
     if not isinstance(raw, dict):
         raise ValueError(f"not a record: {str(line)[:80]!r}")
     try:
-        if raw.get("kind", ITERATION) == RUN_END:
+        kind = raw.get("kind", ITERATION)
+        if kind == RUN_END:
             return RunEnd.from_dict(raw)
+        if kind == RUN_START:
+            return RunStart.from_dict(raw)
         return IterationRecord.from_dict(raw)
     except TypeError as exc:  # a required field is missing
         raise ValueError(f"not a record ({exc}): {str(line)[:80]!r}") from None
@@ -199,6 +271,16 @@ class RunRecord:
     status: str = FINISHED
     error: str | None = None
     ended_at: str = ""
+    # What the run was made under; ``None`` only for a run whose start was never recorded.
+    plan: RunPlan | None = None
+
+    @property
+    def protocol(self) -> str:
+        return self.plan.protocol if self.plan else ""
+
+    @property
+    def system_prompt(self) -> str | None:
+        return self.plan.system_prompt if self.plan else None
 
     @property
     def score(self) -> float:
@@ -229,20 +311,39 @@ class RunRecord:
             **self.conditions(),
         }
 
+    def isolation(self) -> str:
+        """How the run's scripts were isolated, as its iterations say (several, comma-separated,
+        where they differ; ``unknown`` for records from before isolation was recorded); the plan's
+        isolation for a run without iterations."""
+        if not self.iterations:
+            return self.plan.isolation if self.plan else ""
+        return ",".join(sorted({it.isolation or "unknown" for it in self.iterations}))
+
     def conditions(self) -> dict[str, Any]:
-        """What the run was made under (from its first submission): the protocol, the data identity,
-        the planned submissions and time limit, the sandbox and the hardware."""
-        first = self.iterations[0] if self.iterations else None
+        """What the run was made under (from its plan): the protocol, the data identity, the planned
+        submissions and time limit, the sandbox and the hardware."""
+        plan = self.plan
         return {
-            "protocol": first.protocol if first else "",
-            "data": first.data_key if first else "",
-            "data_seed": first.data_seed if first else None,
-            "iterations_planned": first.iterations_planned if first else 0,
-            "time_limit_s": first.time_limit_s if first else 0.0,
-            "sandbox": first.sandbox if first else "",
-            "isolation": ",".join(sorted({it.isolation or "unknown" for it in self.iterations})),
-            "hardware": first.hardware if first else "",
+            "protocol": plan.protocol if plan else "",
+            "data": plan.data_key if plan else "",
+            "data_seed": plan.data_seed if plan else None,
+            "iterations_planned": plan.iterations_planned if plan else 0,
+            "time_limit_s": plan.time_limit_s if plan else 0.0,
+            "sandbox": plan.sandbox if plan else "",
+            "isolation": self.isolation(),
+            "hardware": plan.hardware if plan else "",
         }
+
+
+def legacy_plan(iterations: list[IterationRecord]) -> RunPlan | None:
+    """The plan of a run recorded before run starts (schemas 1 and 2): the conditions its first
+    iteration carried, with the system prompt that only one iteration held."""
+    plans = [it.legacy_plan for it in iterations if it.legacy_plan is not None]
+    if not plans:
+        return None
+    prompt = next((plan.system_prompt for plan in plans if plan.system_prompt), None)
+    estimates = next((plan.time_estimates for plan in plans if plan.time_estimates), None)
+    return dataclasses.replace(plans[0], system_prompt=prompt, time_estimates=estimates)
 
 
 def _annotations(cls: type) -> dict[str, str]:

@@ -4,7 +4,8 @@ backends.
 A registry maps a name to a factory. Each implementation registers itself in its own module
 (``@PROVIDERS.register("anthropic", usage="anthropic:MODEL")``), and a registry imports every
 public module of its package the first time it is asked for a name, so adding an
-implementation is adding one file. Factories import what is heavy (a provider's SDK, the
+implementation is adding one file (a module: packages, such as the sandbox contract suite, are
+not implementations and are never imported by discovery). Factories import what is heavy (a provider's SDK, the
 Docker SDK) only when they are called. Plugins and conftest.py files may register more names
 (``register`` or ``add``) before the session starts.
 """
@@ -58,7 +59,7 @@ class Registry(Generic[T]):
         self._discovered = True
         package = importlib.import_module(self.package)
         for info in pkgutil.iter_modules(package.__path__):
-            if not info.name.startswith("_"):
+            if not info.name.startswith("_") and not info.ispkg:
                 importlib.import_module(f"{self.package}.{info.name}")
 
     def entries(self) -> list[Entry[T]]:

@@ -7,6 +7,8 @@ A records file is what people send each other (``weirdml report their-session/``
 - every field has its dataclass's type (``run`` an int, ``score`` a number, ``code`` a string or
   null, ``usage`` an object of numbers...); numbers are finite;
 - scores lie in [0, 1], counts and durations are not negative, iterations start at 1;
+- a run start holds its ``plan``, an object of the same kind: typed fields, limits that are not
+  negative, a plain protocol name;
 - ``task`` and ``session`` are names of letters, digits, ``_``, ``-`` and ``.`` (no leading dot),
   ``model`` of those and ``:/@+=,``: they become file names and terminal text.
 
@@ -41,7 +43,7 @@ def _kind(value: Any, expected: str) -> bool:
         return isinstance(value, _NUMBER) and not isinstance(value, bool) and math.isfinite(value)
     if expected == "None":
         return value is None
-    if expected == "Usage" or expected.startswith("dict"):
+    if expected in ("Usage", "RunPlan") or expected.startswith("dict"):
         return isinstance(value, dict)
     if expected.startswith("tuple"):
         return isinstance(value, list | tuple)
@@ -64,7 +66,7 @@ def check_fields(raw: Mapping[str, Any], annotations: Mapping[str, str]) -> None
 
 
 def check_record(raw: Mapping[str, Any], annotations: Mapping[str, str]) -> None:
-    """The schema of an iteration or a run end (``ValueError`` naming the field)."""
+    """The schema of a run start, an iteration or a run end (``ValueError`` naming the field)."""
     check_fields(raw, annotations)
     for name in ("task", "session"):
         value = raw.get(name, "")
@@ -82,6 +84,20 @@ def check_record(raw: Mapping[str, Any], annotations: Mapping[str, str]) -> None
     for name in ("run", "output_bytes", "duration_s", "wall_s", "iterations_planned", "time_limit_s"):
         if isinstance(raw.get(name), _NUMBER) and raw[name] < 0:
             raise ValueError(f"field {name!r} is {raw[name]!r}; it cannot be negative")
+
+
+def check_plan(raw: Mapping[str, Any], annotations: Mapping[str, str]) -> None:
+    """The schema of a run's plan (a run start's ``plan``, or the conditions an iteration of
+    schemas 1 and 2 carried): typed fields, limits that are not negative, a plain protocol name."""
+    check_fields(raw, annotations)
+    protocol = raw.get("protocol", "")
+    if protocol and not PLAIN_NAME.fullmatch(protocol):
+        raise ValueError(f"field 'protocol' is {protocol[:60]!r}; a protocol is a name such as 'published'")
+    for name in ("iterations_planned", "time_limit_s", "memory_bytes", "output_bytes", "results_bytes"):
+        if isinstance(raw.get(name), _NUMBER) and raw[name] < 0:
+            raise ValueError(f"field {name!r} is {raw[name]!r}; it cannot be negative")
+    if isinstance(raw.get("max_output_tokens"), int) and raw["max_output_tokens"] < 1:
+        raise ValueError(f"field 'max_output_tokens' is {raw['max_output_tokens']!r}; a token cap is at least 1")
 
 
 def check_usage(raw: Mapping[str, Any], annotations: Mapping[str, str]) -> None:

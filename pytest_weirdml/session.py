@@ -1,14 +1,15 @@
 """A session directory, ``reports/<session>/``, and its one source of truth: ``records.jsonl``.
 
-Every finished iteration is appended to the records the moment it is scored, and every run
-that ends appends how it ended (``records.RunEnd``): finished, or stopped by a harness error.
+Every run appends its plan before its first model call (``records.RunStart``), every finished
+iteration is appended the moment it is scored, and every run that ends appends how it ended
+(``records.RunEnd``): finished, or stopped by a harness error.
 Everything else in the directory (``summary.json``, the CSVs, ``report.html``, the
 transcripts) is built from these records by ``pytest_weirdml.report.build``, at the end of a
 session and by ``weirdml report`` alike, so the two give the same files.
 
 The public API, for the plugin, the report command and anything that compares sessions:
 
-- ``SessionDir(path)``: ``append``, ``end_run``, ``finished`` (resume), ``read``, ``runs``
+- ``SessionDir(path)``: ``append``, ``end_run``, ``started`` and ``finished`` (resume), ``read``, ``runs``
   (grouped, with their status), ``summary`` (the ``summary.json`` written last);
 - ``group_runs(records)``: iterations and run ends -> ``RunRecord`` per (session, task, model, run);
 - ``read_runs(directories)``: the runs of one or several sessions (a merge);
@@ -33,11 +34,12 @@ from pytest_weirdml.records import (
     ERROR,
     FINISHED,
     INCOMPLETE,
-    SCHEMA_VERSION,
     IterationRecord,
     Record,
     RunEnd,
     RunRecord,
+    RunStart,
+    legacy_plan,
     parse_record,
 )
 from pytest_weirdml.schema import MAX_LINE_CHARS
@@ -119,6 +121,13 @@ class SessionDir:
         """Every run of the session, with its status (``finished``, ``error``, ``incomplete``)."""
         return group_runs(self.read(), default_session=self.name)
 
+    def started(self, task: str, model: str, run: int) -> RunStart | None:
+        """The first recorded start of a run (its plan), or ``None``: what a resumed run keeps."""
+        return next(
+            (r for r in self.read() if isinstance(r, RunStart) and (r.task, r.model, r.run) == (task, model, run)),
+            None,
+        )
+
     def finished(self, task: str, model: str, run: int) -> list[IterationRecord]:
         """The iterations already recorded for one run, in order: what a resumed run replays.
 
@@ -168,6 +177,7 @@ def group_runs(records: Iterable[Record], *, default_session: str = "") -> list[
     """Runs from records, one per (session, task, model, run), sorted by that key.
 
     A resumed session may record an iteration twice: the last one is what the run used. A run's
+    plan is its first start (schemas 1 and 2: the conditions its iterations carried). A run's
     status is its last end, unless an iteration came after it (the run went on: ``incomplete``
     until it ends again). Iterations of schema 1, written before runs recorded their end, count
     as a finished run, as they did then. Records without a session name take ``default_session``
@@ -175,11 +185,15 @@ def group_runs(records: Iterable[Record], *, default_session: str = "") -> list[
     """
     iterations: dict[tuple[str, str, str, int], dict[int, IterationRecord]] = {}
     ends: dict[tuple[str, str, str, int], RunEnd] = {}
+    starts: dict[tuple[str, str, str, int], RunStart] = {}
     for record in records:
         if not record.session:
             record.session = default_session
         key = (record.session, record.task, record.model, record.run)
-        if isinstance(record, RunEnd):
+        if isinstance(record, RunStart):
+            starts.setdefault(key, record)
+            iterations.setdefault(key, {})
+        elif isinstance(record, RunEnd):
             ends[key] = record
             iterations.setdefault(key, {})
         else:
@@ -192,11 +206,13 @@ def group_runs(records: Iterable[Record], *, default_session: str = "") -> list[
         end = ends.get(key)
         if end is not None:
             status, error, ended_at = end.status, end.error, end.ended_at
-        elif its and all(it.schema < SCHEMA_VERSION for it in its):
+        elif its and all(it.schema < 2 for it in its):
             status, error, ended_at = FINISHED, None, ""
         else:
             status, error, ended_at = INCOMPLETE, None, ""
-        runs.append(RunRecord(task, model, run, its, session, status, error, ended_at))
+        start = starts.get(key)
+        plan = start.plan if start is not None else legacy_plan(its)
+        runs.append(RunRecord(task, model, run, its, session, status, error, ended_at, plan))
     return runs
 
 

@@ -14,18 +14,20 @@ from typing import Any
 import pytest
 
 from pytest_weirdml import __version__
-from pytest_weirdml.baseline import table_lines
 from pytest_weirdml.config import Settings
 from pytest_weirdml.horizons.report import terminal_lines
 from pytest_weirdml.models import OFFLINE
+from pytest_weirdml.models.pool import ModelPool
 from pytest_weirdml.redact import redact
 from pytest_weirdml.sandbox import pool
 from pytest_weirdml.sandbox import venv as sandbox_venv
 from pytest_weirdml.sandbox.image import image_tag
+from pytest_weirdml.sandbox.scale import SandboxSettings
+from pytest_weirdml.table import align, comparison_lines
 from pytest_weirdml.untrusted import printable
 
 
-def header_lines(settings: Settings, workers: int) -> list[str]:
+def header_lines(settings: Settings, workers: int, models: ModelPool) -> list[str]:
     """The session header: what runs, where, and where the results go."""
     seed = "each task's own" if settings.data_seed is None else str(settings.data_seed)
     lines = [
@@ -43,7 +45,7 @@ def header_lines(settings: Settings, workers: int) -> list[str]:
         config = settings.catalog.lookup(name)
         alias = f"{name} = {config.spec}" if name != config.spec else name
         # The retirement itself is said once, as a warning (plugin.ModelDeprecatedWarning).
-        retiring = ", deprecated" if any(config.spec in note for note in settings.model_notes) else ""
+        retiring = ", deprecated" if models.get(name).deprecation() else ""
         names.append(f"{alias} ({config.price_text()}{retiring})")
         # A project's config may point a provider at another server: the header says which.
         if config.base_url:
@@ -51,33 +53,35 @@ def header_lines(settings: Settings, workers: int) -> list[str]:
     lines.append(f"weirdml models: {'; '.join(names) if names else 'none (pass --weirdml-model=NAME)'}")
     if servers:
         lines.append(f"weirdml servers: {'; '.join(servers)}")
-    if settings.sandbox == "local":
+    box = settings.sandbox
+    if box.backend == "local":
         own = f"the sandbox's own environment ({sandbox_venv.env_dir()})"
-        where = f"local, scripts run by {settings.python or own}"
-    elif settings.sandbox == "docker":
+        where = f"local, scripts run by {box.python or own}"
+    elif box.backend == "docker":
         where = f"docker, image {image_tag()}"
     else:
-        where = f"{settings.sandbox} (docker with image {image_tag()} when its daemon answers, else local)"
+        where = f"{box.backend} (docker with image {image_tag()} when its daemon answers, else local)"
     lines.append(f"weirdml sandbox: {where}")
-    lines.append(f"weirdml isolation: {header_isolation(settings)}")
-    if settings.ray:
-        each = f"a GPU, or {settings.cores_per_script or 1} CPU core(s) on a node without one"
-        lines.append(f"weirdml hardware: the Ray cluster at {settings.ray}; each script asks for {each}")
-    elif settings.gpus:
-        lines.append(f"weirdml hardware: GPUs {','.join(settings.gpus)}; each script leases a free one while it runs")
-    else:
-        # The slots the session's pool will have (sandbox/scale.py), counted on the controller.
-        cores = len(os.sched_getaffinity(0))
-        slots = pool.cpu_slots(pool.default_shares(settings.cores_per_script, workers))
-        shares = [len(slot.cpus) for slot in slots]
-        each = f"{min(shares)}" if min(shares) == max(shares) else f"{min(shares)}-{max(shares)}"
-        lines.append(
-            f"weirdml hardware: no GPU; {cores} CPU cores, {len(slots)} script(s) at once with {each} core(s) each "
-            f"({workers} worker(s))"
-        )
+    lines.append(f"weirdml isolation: {header_isolation(box)}")
+    lines.append(f"weirdml hardware: {_hardware(box, workers)}")
     resumed = " (resumed)" if settings.resume else ""
     lines.append(f"weirdml session: {settings.session_dir}{resumed}")
     return lines
+
+
+def _hardware(box: SandboxSettings, workers: int) -> str:
+    """Where the scripts run: the Ray cluster, the leased GPUs, or this host's cores in slots."""
+    if box.ray:
+        each = f"a GPU, or {box.cores_per_script or 1} CPU core(s) on a node without one"
+        return f"the Ray cluster at {box.ray}; each script asks for {each}"
+    if box.gpus:
+        return f"GPUs {','.join(box.gpus)}; each script leases a free one while it runs"
+    # The slots the session's pool will have (sandbox/scale.py), counted on the controller.
+    cores = len(os.sched_getaffinity(0))
+    slots = pool.cpu_slots(pool.default_shares(box.cores_per_script, workers))
+    shares = [len(slot.cpus) for slot in slots]
+    each = f"{min(shares)}" if min(shares) == max(shares) else f"{min(shares)}-{max(shares)}"
+    return f"no GPU; {cores} CPU cores, {len(slots)} script(s) at once with {each} core(s) each ({workers} worker(s))"
 
 
 def _shown_url(url: str) -> str:
@@ -87,18 +91,18 @@ def _shown_url(url: str) -> str:
     return printable(redact(scheme + sep + host.rsplit("@", 1)[-1] + slash + path))
 
 
-def header_isolation(settings: Settings) -> str:
+def header_isolation(box: SandboxSettings) -> str:
     """How the session's scripts will be isolated, as the records will say."""
-    if settings.ray:
+    if box.ray:
         return "as each Ray node's sandbox says"
-    if settings.sandbox == "docker":
+    if box.backend == "docker":
         return "docker"
     from pytest_weirdml.sandbox._cgroup import cgroups_usable
     from pytest_weirdml.sandbox.local import bwrap_works
 
     ok, why = bwrap_works()
     local = ("bwrap+cgroups" if cgroups_usable()[0] else "bwrap") if ok else f"none ({why})"
-    return local if settings.sandbox == "local" else f"docker, or {local} if it falls back to local"
+    return local if box.backend == "local" else f"docker, or {local} if it falls back to local"
 
 
 def _ci(row: Mapping[str, Any]) -> str:
@@ -110,17 +114,45 @@ def _num(value: float | None, spec: str) -> str:
 
 
 def _table(tr: pytest.TerminalReporter, header: list[str], rows: list[list[str]], left: int = 1) -> None:
-    """Columns sized to fit; the first ``left`` columns align left, numbers right."""
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    """Columns sized to fit (``table.align``), the header in bold."""
+    first, *lines = align(header, rows, left=left)
+    tr.write_line(first, bold=True)
+    for line in lines:
+        tr.write_line(line)
 
-    def fmt(row: list[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        )
 
-    tr.write_line(fmt(header).rstrip(), bold=True)
-    for row in rows:
-        tr.write_line(fmt(row).rstrip())
+MODEL_COLUMNS = [
+    "model",
+    "tasks",
+    "runs",
+    "overall",
+    "95% CI",
+    "SE",
+    "failures",
+    "cost/run",
+    "tok/call",
+    "code p10/50/90",
+    "exec med s",
+]
+
+
+def _model_row(name: str, m: Mapping[str, Any]) -> list[str]:
+    """One model's line of the summary's second table (``MODEL_COLUMNS``)."""
+    code = m.get("code_lines") or {}
+    cost = m.get("cost_per_run_usd")
+    return [
+        name,
+        str(len(m["tasks"])),
+        str(m["runs"]),
+        f"{m['overall']['mean']:.3f}",
+        _ci(m["overall"]),
+        f"{m['overall']['se']:.3f}",
+        f"{m['failure_rate']:.1%}",
+        "cost unknown" if cost is None else f"${cost:.4f}",
+        _num(m.get("mean_output_tokens"), ".0f"),
+        "/".join(_num(code.get(k), ".0f") for k in ("p10", "p50", "p90")),
+        _num(m.get("exec_time_median_s"), ".1f"),
+    ]
 
 
 def write_summary(tr: pytest.TerminalReporter, summary: dict[str, Any], files: Mapping[str, str]) -> None:
@@ -139,42 +171,7 @@ def write_summary(tr: pytest.TerminalReporter, summary: dict[str, Any], files: M
         ]
         _table(tr, ["task", "model", "runs", "mean", "95% CI"], rows, left=2)
         tr.write_line("")
-        rows = []
-        for name, m in models.items():
-            code = m.get("code_lines") or {}
-            cost = m.get("cost_per_run_usd")
-            rows.append(
-                [
-                    name,
-                    str(len(m["tasks"])),
-                    str(m["runs"]),
-                    f"{m['overall']['mean']:.3f}",
-                    _ci(m["overall"]),
-                    f"{m['overall']['se']:.3f}",
-                    f"{m['failure_rate']:.1%}",
-                    "cost unknown" if cost is None else f"${cost:.4f}",
-                    _num(m.get("mean_output_tokens"), ".0f"),
-                    "/".join(_num(code.get(k), ".0f") for k in ("p10", "p50", "p90")),
-                    _num(m.get("exec_time_median_s"), ".1f"),
-                ]
-            )
-        _table(
-            tr,
-            [
-                "model",
-                "tasks",
-                "runs",
-                "overall",
-                "95% CI",
-                "SE",
-                "failures",
-                "cost/run",
-                "tok/call",
-                "code p10/50/90",
-                "exec med s",
-            ],
-            rows,
-        )
+        _table(tr, MODEL_COLUMNS, [_model_row(name, m) for name, m in models.items()])
         horizon = terminal_lines(summary)
         if horizon:
             tr.write_line("")
@@ -215,38 +212,5 @@ def write_comparison(tr: pytest.TerminalReporter, comparison: Mapping[str, Any],
     not be compared and why."""
     margin = comparison.get("margin", 0.0)
     tr.write_sep("=", f"weirdml comparison with {comparison.get('baseline') or 'the baseline'} (margin {margin:g})")
-    if comparison.get("refused"):
-        tr.write_line(str(comparison["refused"]), red=True)
-    isolation = comparison.get("isolation") or {}
-    if isolation:
-        sides = "; ".join(f"{side} {', '.join(values) or '-'}" for side, values in isolation.items())
-        tr.write_line(f"isolation: {sides}", red=any("none" in v for v in isolation.values()))
-    rows = comparison.get("rows", [])
-    if rows:
-        header, *lines = table_lines(rows)
-        tr.write_line(header, bold=True)
-        for line in lines:
-            tr.write_line(
-                printable(line),
-                red=line.endswith("REGRESSION"),
-                green=line.endswith("improvement"),
-                yellow=line.endswith("incomplete"),
-            )
-    for item in refused_items:
-        tr.write_line(f"not run, the baseline was made under other conditions: {item}", red=True)
-    if comparison.get("only_in_baseline"):
-        tr.write_line(f"only in the baseline (not compared): {', '.join(comparison['only_in_baseline'])}")
-    if comparison.get("only_now"):
-        tr.write_line(f"not in the baseline (not compared): {', '.join(comparison['only_now'])}")
-    for note in comparison.get("notes", []):
-        tr.write_line(f"note: {note}", yellow=True)
-    incomplete = comparison.get("incomplete", {})
-    if incomplete:
-        listed = ", ".join(f"{model} ({n} run(s) not scored)" for model, n in incomplete.items())
-        tr.write_line(printable(f"incomplete, so not passed: {listed}"), yellow=True, bold=True)
-    regressions = comparison.get("regressions", [])
-    if regressions:
-        listed = ", ".join(f"{r['model']} / {r['task']} ({r['delta']:+.3f})" for r in regressions)
-        tr.write_line(f"{len(regressions)} regression(s) against the baseline: {listed}", red=True, bold=True)
-    elif rows and not comparison.get("refused") and not refused_items and not incomplete:
-        tr.write_line("no regression against the baseline", green=True)
+    for line, style in comparison_lines(comparison, refused_items):
+        tr.write_line(line, **style)

@@ -22,7 +22,7 @@ fi
 PYTHON="${PYTHON:-python3}"
 "$PYTHON" -m pip install -q -r pytest_weirdml/sandbox/recipe/requirements.txt
 "$PYTHON" -m pip install -q -e ".[dev,tasks,report,providers]"
-"$PYTHON" -m pytest_weirdml.sandbox.venv build
+"$PYTHON" -m pytest_weirdml.cli env build
 
 if [ "${WEIRDML_SETUP_DOCKER:-1}" != "0" ] && [ -f sandbox_image/ci_setup.sh ]; then
     bash sandbox_image/ci_setup.sh

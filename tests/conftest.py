@@ -8,6 +8,9 @@ from typing import Any
 import pytest
 from helpers import write_tiny_task
 
+# The plugin's tests run sessions of their own (pytester); task sessions need none of it.
+pytest_plugins = ["pytester"]
+
 # pytester drops every module first imported inside an in-process session. The Docker SDK,
 # first imported there and again later, would come back as a second copy beside the first's
 # `requests` ("You can only merge into CookieJar"), so it is imported once, before any session.

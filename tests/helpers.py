@@ -100,8 +100,17 @@ def read_jsonl(path: Path) -> list[dict]:  # type: ignore[type-arg]
 
 
 def read_iterations(path: Path) -> list[dict]:  # type: ignore[type-arg]
-    """The iteration lines of a records file (it also holds one ``run_end`` line per ended run)."""
+    """The iteration lines of a records file (it also holds a ``run_start`` and a ``run_end`` line per run)."""
     return [record for record in read_jsonl(path) if record["kind"] == "iteration"]
+
+
+def read_plans(path: Path) -> list[dict]:  # type: ignore[type-arg]
+    """The plan of every run start in a records file, with the run's task, model and run."""
+    return [
+        {"task": r["task"], "model": r["model"], "run": r["run"], **r["plan"]}
+        for r in read_jsonl(path)
+        if r["kind"] == "run_start"
+    ]
 
 
 def session_dir(pytester: pytest.Pytester) -> Path:

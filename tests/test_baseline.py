@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from pytest_weirdml import stats
-from pytest_weirdml.baseline import OVERALL, Baseline, BaselineError, compare, load, table
+from pytest_weirdml.baseline import OVERALL, Baseline, BaselineError, compare, load
+from pytest_weirdml.table import comparison_cells
 
 
 def runs(model: str, task: str, scores: list[float], **conditions: object) -> list[dict[str, object]]:
@@ -39,7 +40,7 @@ def test_a_zero_width_drop_below_the_margin_is_a_regression() -> None:
     assert (row.delta.mean, row.delta.low, row.delta.high) == pytest.approx((-0.8, -0.8, -0.8))
     assert row.verdict == "regression"
     assert comparison.regressions == [row]
-    header, cells = table(comparison.as_dict()["rows"])
+    header, cells = comparison_cells(comparison.as_dict()["rows"])
     assert header[-1] == "verdict" and cells[0][-1] == "REGRESSION"
     assert cells[0][4] == "-0.800 [-0.800, -0.800]"
 

@@ -346,11 +346,12 @@ def test_a_model_with_unscored_runs_is_incomplete_never_same(
         reports="r3",
     )
     assert rolled.ret == 1 and saved.read_text() == before
-    # The command line says the same, and shows each source's isolation.
+    # The command line says the same, in the lines the session's comparison prints, and shows each
+    # source's isolation.
     capsys.readouterr()
     assert weirdml(["compare", str(saved), str(only_session(pytester, "r2"))]) == 1
     out = capsys.readouterr().out
-    assert "isolation of the baseline: bwrap" in out and "incomplete: flaky has 1 run(s) that were not scored" in out
+    assert "isolation: baseline bwrap" in out and "incomplete, so not passed: flaky (1 run(s) not scored)" in out
     assert (
         weirdml(["report", str(only_session(pytester, "r1")), str(only_session(pytester, "r2")), "-o", "merged"]) == 0
     )

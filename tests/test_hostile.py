@@ -138,7 +138,8 @@ def test_sigkill_mid_run_keeps_every_finished_iteration(pytester: pytest.Pyteste
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         found = list((pytester.path / "reports").glob("*/records.jsonl"))
-        if found and len(found[0].read_text().splitlines()) == 2:
+        # Two iterations recorded (the file also holds the run's start).
+        if found and found[0].read_text().count('"kind": "iteration"') == 2:
             records_file = found[0]
             break
         time.sleep(0.2)
@@ -163,7 +164,8 @@ def test_resume_continues_a_killed_session_where_it_stopped(pytester: pytest.Pyt
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         found = list((pytester.path / "reports").glob("*/records.jsonl"))
-        if found and len(found[0].read_text().splitlines()) == 2:
+        # Two iterations recorded (the file also holds the run's start).
+        if found and found[0].read_text().count('"kind": "iteration"') == 2:
             break
         time.sleep(0.2)
     os.kill(proc.pid, signal.SIGKILL)
@@ -676,3 +678,14 @@ def test_what_the_harness_raises_on_a_script_is_its_zero_and_a_dead_backend_is_a
     )
     assert fine.zero_reason is None and "RecursionError" in fine.prompt  # type: ignore[attr-defined]
     assert fine.isolation == "picky"  # type: ignore[attr-defined]
+
+
+def test_who_may_run_unisolated() -> None:
+    from pytest_weirdml.isolation import unisolated_refusal
+
+    for offline in ("reference", "baseline", "replay:answers.json", "human"):
+        assert unisolated_refusal((offline,), "no bwrap") is None
+    refusal = unisolated_refusal(("reference", "queue:inbox"), "no bwrap")
+    assert refusal is not None and refusal.startswith("--weirdml-model=queue:inbox is answered by an outside agent")
+    refusal = unisolated_refusal(("anthropic:claude-x",), "no bwrap")
+    assert refusal is not None and "calls a provider" in refusal and "--weirdml-allow-unisolated" in refusal

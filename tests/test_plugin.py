@@ -11,6 +11,7 @@ from helpers import (
     SYSTEM_PROMPT_SPY,
     read_iterations,
     read_jsonl,
+    read_plans,
     session_dir,
     write_replay,
     write_tiny_task,
@@ -140,7 +141,9 @@ def test_reference_and_baseline_run_record_and_summarise(
     ]
     assert {r["score"] for r in records if r["model"] == "reference"} == {1.0}
     assert records[0]["prompt"].startswith("Predict")
-    assert records[0]["protocol"] == "published" and "several iterations" in records[0]["system_prompt"]
+    plans = read_plans(where / "records.jsonl")
+    assert len(plans) == 4
+    assert plans[0]["protocol"] == "published" and "several iterations" in plans[0]["system_prompt"]
     summary = json.loads((where / "summary.json").read_text())
     assert summary["models"]["reference"]["overall"]["mean"] == 1.0
     assert (where / "transcripts" / "tiny" / "reference-0.md").read_text().startswith("# tiny · reference · run 0")
@@ -219,10 +222,11 @@ def test_feedback_loop_gives_reasons_and_discloses_only_what_the_protocol_allows
     assert reasons[1] == "the script crashed (exit code 3)"
     assert reasons[2] == "wrong shape: predictions (7, 2), expected (100,)"
     assert reasons[3] is None
-    assert {r["protocol"] for r in records} == {protocol}
-    # The system prompt is recorded once per run, on its first iteration.
-    system = records[0]["system_prompt"]
-    assert system and all(r["system_prompt"] is None for r in records[1:])
+    (plan,) = read_plans(session_dir(pytester) / "records.jsonl")
+    assert plan["protocol"] == protocol
+    # The system prompt is recorded once per run, in its start.
+    system = plan["system_prompt"]
+    assert system and all("system_prompt" not in r for r in records)
     # Each prompt after the first is the feedback on the previous submission.
     feedback = [r["prompt"] for r in records[1:]]
     assert "Test accuracy: 0.0 (no code block" in feedback[0]
@@ -275,13 +279,13 @@ def test_data_seed_builds_fresh_data_and_is_recorded(
     pytester: pytest.Pytester, tiny: Path, base_args: list[str]
 ) -> None:
     pytester.runpytest("--weirdml-model=reference", "--weirdml-runs=1", *base_args).assert_outcomes(passed=1)
-    own = read_iterations(session_dir(pytester) / "records.jsonl")[0]
+    own = read_plans(session_dir(pytester) / "records.jsonl")[0]
     assert own["data_seed"] == 0 and "-seed0-" in own["data_key"]
     seeded = pytester.runpytest(
         "--weirdml-model=reference", "--weirdml-runs=1", "--weirdml-data-seed=7", *base_args, "--weirdml-reports=r7"
     )
     seeded.assert_outcomes(passed=1)
-    (record,) = read_iterations(next((pytester.path / "r7").iterdir()) / "records.jsonl")
+    (record,) = read_plans(next((pytester.path / "r7").iterdir()) / "records.jsonl")
     assert record["data_seed"] == 7 and record["data_key"] == own["data_key"].replace("-seed0-", "-seed7-")
     built = sorted(p.name for p in (pytester.path / "cache" / "tiny").iterdir() if p.is_dir())
     assert built == sorted([own["data_key"], record["data_key"]])
@@ -302,7 +306,8 @@ def test_a_random_data_seed_is_drawn_once_for_every_xdist_worker(
         timeout=300,
     )
     result.assert_outcomes(passed=4)
-    records = read_iterations(session_dir(pytester) / "records.jsonl")
+    assert len(read_iterations(session_dir(pytester) / "records.jsonl")) == 4
+    records = read_plans(session_dir(pytester) / "records.jsonl")
     seeds = {r["data_seed"] for r in records}
     assert len(records) == 4 and len(seeds) == 1 and seeds != {0}
     assert {r["data_key"] for r in records} == {
@@ -331,3 +336,10 @@ def test_resume_keeps_the_protocol_and_the_data_of_the_session(
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([message])
     assert len(read_iterations(where / "records.jsonl")) == 1
+
+
+def test_the_header_shows_a_server_without_its_credentials() -> None:
+    from pytest_weirdml.terminal import _shown_url
+
+    assert _shown_url("https://alice:s3cret@llm.example:8443/v1") == "https://llm.example:8443/v1"
+    assert _shown_url("http://127.0.0.1:8000/v1\x1b[2J") == "http://127.0.0.1:8000/v1"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import GOOD_SCRIPT, read_iterations, session_dir, write_replay, write_tiny_task
+from helpers import GOOD_SCRIPT, read_iterations, read_plans, session_dir, write_replay, write_tiny_task
 
 from pytest_weirdml.errors import SandboxError
 from pytest_weirdml.sandbox import Limits
@@ -93,11 +93,15 @@ def test_results_equal_a_local_sessions_for_the_reference(
     pytester.runpytest(*args, "--weirdml-sandbox=local", *base_args).assert_outcomes(passed=1)
     (local_session,) = (pytester.path / "reports").iterdir()
     local = read_iterations(local_session / "records.jsonl")
+    local_plans = read_plans(local_session / "records.jsonl")
     local_session.rename(pytester.path / "local-session")
     pytester.runpytest_subprocess(*args, *ray_args, timeout=300).assert_outcomes(passed=1)
     remote = _records(pytester)
-    keys = ("iteration", "code", "output", "exit_code", "timed_out", "score", "zero_reason", "sandbox")
+    keys = ("iteration", "code", "output", "exit_code", "timed_out", "score", "zero_reason")
     assert [{k: r[k] for k in keys} for r in remote] == [{k: r[k] for k in keys} for r in local]
+    # The sandbox is a condition of the run: its plan says it, once.
+    remote_plans = read_plans(session_dir(pytester) / "records.jsonl")
+    assert [p["sandbox"] for p in remote_plans] == [p["sandbox"] for p in local_plans] == ["local"]
     assert [r["score"] for r in remote] == [1.0]
     assert all(r["node"] for r in remote) and not any(r["node"] for r in local)
 
@@ -156,9 +160,10 @@ def test_a_node_killed_mid_execution_is_an_infrastructure_error_and_the_run_goes
     victim = cluster.add_node(**NODE)
     cluster.wait_for_nodes()
     script = "import time\ntime.sleep(6)\n" + GOOD_SCRIPT
-    replay = write_replay(pytester.path / "slow.json", [script])
+    # A second submission: its prompt is the feedback the model read on the first.
+    replay = write_replay(pytester.path / "slow.json", [script, GOOD_SCRIPT])
     command = [sys.executable, "-m", "pytest", f"--weirdml-model=replay:{replay}", "--weirdml-runs=1", *ray_args]
-    command += ["--weirdml-iterations=1", "-p", "no:xdist"]
+    command += ["--weirdml-iterations=2", "-p", "no:xdist"]
     session = subprocess.Popen(command, cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         # Killed once its script runs there: never before the execution reached it (Ray's view of
@@ -173,13 +178,18 @@ def test_a_node_killed_mid_execution_is_an_infrastructure_error_and_the_run_goes
         ray.get(holders)
     text = out.decode(errors="replace")
     assert "1 passed" in text, text[-3000:]
-    (record,) = _records(pytester)
+    record, after = _records(pytester)
     assert record["score"] == 1.0 and record["zero_reason"] is None
-    assert "infrastructure error, not the script's" in record["output"], record["output"]
+    # The records say what happened to the cluster; the model's feedback is about its script only.
+    (note,) = record["harness_notes"]
+    assert "infrastructure error, not the script's" in note, note
     assert record["node"] in {lease["node"] for lease in read_leases(session_dir(pytester))}
     victim_id = victim.node_id[:8]
-    assert victim_id not in record["node"] and victim_id in record["output"]
-    assert f"it ran again on {record['node']}" in record["output"]
+    assert victim_id not in record["node"] and victim_id in note
+    assert f"it ran again on {record['node']}" in note
+    assert "infrastructure error" not in record["output"] and victim_id not in record["output"]
+    assert after["prompt"] and "infrastructure error" not in after["prompt"] and victim_id not in after["prompt"]
+    assert after["harness_notes"] == []
 
 
 def test_ray_client_addresses_are_refused_naming_the_fix() -> None:

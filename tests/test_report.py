@@ -134,7 +134,12 @@ def test_sessions_of_different_protocols_are_never_merged(
     other = tmp_path / "informed"
     other.mkdir()
     lines = (where / "records.jsonl").read_text().splitlines()
-    changed = [json.dumps({**json.loads(line), "protocol": "informed", "session": "other"}) for line in lines]
+    changed = []
+    for line in lines:
+        record = {**json.loads(line), "session": "other"}
+        if record["kind"] == "run_start":
+            record["plan"] = {**record["plan"], "protocol": "informed"}
+        changed.append(json.dumps(record))
     (other / "records.jsonl").write_text("\n".join(changed) + "\n")
     result = subprocess.run(
         [sys.executable, "-m", "pytest_weirdml.report", str(where), str(other), "-o", str(tmp_path / "out")],
@@ -331,3 +336,17 @@ def test_files_are_written_without_the_terminal_plugin(
     assert result.ret == 0
     (where,) = (pytester.path / "reports").iterdir()
     assert {"summary.json", "results.csv", "report.html"} <= {p.name for p in where.iterdir()}
+
+
+def test_transcripts_hold_no_terminal_escapes(tmp_path: Path) -> None:
+    from pytest_weirdml.records import IterationRecord, RunRecord
+    from pytest_weirdml.report.transcript import write_transcript
+
+    it = IterationRecord(
+        task="t", model="m", run=0, iteration=1, prompt="p", response="\x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m",
+        code=None, output="\x1b[1Abell\x07 nul\x00 c1\x9b", output_bytes=0, exit_code=None, timed_out=False,
+        duration_s=0.0, score=0.0, zero_reason="no code",
+    )  # fmt: skip
+    text = write_transcript(tmp_path, RunRecord("t", "m", 0, [it])).read_text()
+    assert "red" in text and "bell nul c1" in text
+    assert not [c for c in text if (ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F]

@@ -1,4 +1,6 @@
-"""One contract, every backend: each case runs against the docker and the local sandbox.
+"""One contract, every backend: the shipped cases (``pytest_weirdml.sandbox.contract``) run
+against the docker and the local sandbox, and the local one without bubblewrap; then what is
+particular to each backend.
 
 Every hostile script must come back as an ``ExecResult`` (never an exception), leave nothing
 running, and leave the sandbox usable for the next run. Docker cases skip, saying why, where no
@@ -9,599 +11,41 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import socket
 import subprocess
-import textwrap
 import threading
-import time
-import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from pytest_weirdml.errors import SandboxError
-from pytest_weirdml.loop import judge
-from pytest_weirdml.sandbox import ExecResult, Limits, Sandbox, requirement_pins
+from pytest_weirdml.sandbox import Sandbox
 from pytest_weirdml.sandbox._workdir import LeftoverWarning, tmpfs_usable
+from pytest_weirdml.sandbox.contract import *  # noqa: F403
+from pytest_weirdml.sandbox.contract import QUICK, assert_usable, run, verdict
 from pytest_weirdml.sandbox.docker import DockerSandbox
 from pytest_weirdml.sandbox.local import LocalSandbox, NotIsolatedWarning
-from pytest_weirdml.tasks import score_predictions
 
 # local-plain: the local backend's fallback where bubblewrap is missing (no isolation, but limits).
-BACKENDS = ["local", "local-plain", "docker"]
-SECRET_ANSWERS = f"hidden-answers-{uuid.uuid4().hex}"
-QUICK = Limits(
-    time_s=5, memory_bytes=1 << 30, max_processes=64, output_bytes=64 << 10, tmp_bytes=32 << 20, results_bytes=4 << 20
-)
-
-
-# Fixtures ---------------------------------------------------------------------------------------
-
-
-def _open(name: str) -> Sandbox:
-    if name.startswith("local"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return LocalSandbox(isolate=False) if name == "local-plain" else LocalSandbox()
-    try:
-        return DockerSandbox()
-    except SandboxError as exc:
-        pytest.skip(f"docker sandbox unavailable: {exc}")
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
-def sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
-    box = _open(request.param)
-    yield box
-    box.close()
-
-
-@pytest.fixture(scope="module", params=[b for b in BACKENDS if b != "local-plain"])
-def isolated(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
-    """The cases that need isolation run on the backends that promise it (not the plain fallback)."""
-    box = _open(request.param)
-    if not box.isolated:
-        why = getattr(box, "why_not_isolated", "") or "isolation turned off"
-        pytest.skip(f"{box.name} sandbox is not isolated here: {why}")
-    yield box
-    box.close()
+WEIRDML_CONTRACT_BACKENDS = ["local", "local-plain", "docker"]
 
 
 @pytest.fixture(scope="module")
-def task_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Public files in ``public/`` with the answers in their sibling ``hidden/``, as the cache lays them out."""
-    root = tmp_path_factory.mktemp("task")
-    public, hidden = root / "public", root / "hidden"
-    public.mkdir()
-    hidden.mkdir(mode=0o700)
-    (public / "x.txt").write_text("1\n2\n3\n")
-    (hidden / "answers.txt").write_text(SECRET_ANSWERS)
-    public.chmod(0o755)
-    return root
-
-
-@pytest.fixture
-def data_dir(task_dir: Path) -> Path:
-    return task_dir / "public"
-
-
-def run(sandbox: Sandbox, data_dir: Path, code: str, limits: Limits = QUICK) -> ExecResult:
-    result = sandbox.run(textwrap.dedent(code), data_dir, limits)
-    assert isinstance(result, ExecResult)
-    return result
-
-
-GOOD = """\
-import numpy as np
-x = np.loadtxt("data/x.txt", dtype=int)
-np.savetxt("results/test_preds.txt", x * 2, fmt="%d")
-print("wrote", len(x))
-"""
-
-
-def assert_usable(sandbox: Sandbox, data_dir: Path) -> None:
-    result = run(sandbox, data_dir, GOOD)
-    assert result.exit_code == 0, result.output
-    assert result.predictions == b"2\n4\n6\n"
-
-
-def marked_processes(marker: str) -> list[int]:
-    """Host pids whose command line carries ``marker`` (processes in containers show up too)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and int(proc.name) != os.getpid():
-            try:
-                if marker.encode() in (proc / "cmdline").read_bytes():
-                    found.append(int(proc.name))
-            except OSError:
-                pass
-    return found
-
-
-def assert_nothing_left(sandbox: Sandbox, marker: str) -> None:
-    deadline = time.monotonic() + 5
-    while marked_processes(marker) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert marked_processes(marker) == []
-    if isinstance(sandbox, DockerSandbox):
-        assert sandbox.containers() == []
-
-
-# Ordinary runs ----------------------------------------------------------------------------------
-
-
-def test_good_script_returns_predictions(sandbox: Sandbox, data_dir: Path) -> None:
-    result = run(sandbox, data_dir, GOOD)
-    assert (result.exit_code, result.timed_out) == (0, False), result.output
-    assert result.predictions == b"2\n4\n6\n"
-    assert "wrote 3" in result.output
-    assert result.notes == ()
-
-
-def test_script_runs_on_its_leased_cores(sandbox: Sandbox, data_dir: Path) -> None:
-    core = max(os.sched_getaffinity(0))
-    script = "import os\nprint('CPUS', sorted(os.sched_getaffinity(0)), os.environ['OMP_NUM_THREADS'])\n"
-    result = run(sandbox, data_dir, script, dataclasses.replace(QUICK, cpus=(core,)))
-    assert f"CPUS [{core}] 1" in result.output, result.output
-
-
-RESET_AFFINITY = """\
-import os, resource, time
-os.sched_setaffinity(0, range(os.cpu_count()))  # every core, as far as affinity goes
-print("CPUS", sorted(os.sched_getaffinity(0)), flush=True)
-start = time.monotonic()
-children = []
-for _ in range(2):
-    pid = os.fork()
-    if pid == 0:
-        os.sched_setaffinity(0, range(os.cpu_count()))
-        while time.monotonic() - start < 1.5:
-            pass
-        os._exit(0)
-    children.append(pid)
-for pid in children:
-    os.waitpid(pid, 0)
-used = resource.getrusage(resource.RUSAGE_CHILDREN)
-print("BUSY", used.ru_utime + used.ru_stime, "WALL", time.monotonic() - start)
-"""
-
-
-def test_a_script_that_resets_its_affinity_stays_on_its_share(sandbox: Sandbox, data_dir: Path) -> None:
-    if len(os.sched_getaffinity(0)) < 2:
-        pytest.skip("needs two cores to have a share smaller than all")
-    if isinstance(sandbox, LocalSandbox) and not sandbox.cgroups:
-        pytest.skip("without cgroups the local sandbox pins by affinity only (UnboundedWarning)")
-    core = max(os.sched_getaffinity(0))
-    result = run(sandbox, data_dir, RESET_AFFINITY, dataclasses.replace(QUICK, cpus=(core,), time_s=20))
-    assert result.exit_code == 0, result.output
-    assert f"CPUS [{core}]" in result.output, result.output
-    busy, wall = (float(x) for x in result.output.split("BUSY")[1].split()[::2])
-    # Two busy processes on one core use at most that core's time (with a little slack for accounting).
-    assert busy <= wall * 1.2 + 0.1, result.output
-
-
-def test_shared_memory_is_size_capped(isolated: Sandbox, data_dir: Path) -> None:
-    code = "import os\nfs = os.statvfs('/dev/shm')\nprint('SHM', fs.f_blocks * fs.f_frsize)\n"
-    result = run(isolated, data_dir, code)
-    assert result.exit_code == 0, result.output
-    assert 0 < int(result.output.split("SHM")[1].split()[0]) <= QUICK.tmp_bytes
-
-
-def test_crash_is_the_scripts_outcome(sandbox: Sandbox, data_dir: Path) -> None:
-    result = run(sandbox, data_dir, "print('before')\n1 / 0\n")
-    assert result.exit_code not in (0, None)
-    assert not result.timed_out
-    assert "before" in result.output and "ZeroDivisionError" in result.output
-    assert result.predictions is None
-    assert_usable(sandbox, data_dir)
-
-
-def test_endless_loop_is_killed_at_the_limit(sandbox: Sandbox, data_dir: Path) -> None:
-    marker = f"weirdml-loop-{uuid.uuid4().hex}"
-    code = f"""\
-    import os, sys
-    print("looping", flush=True)
-    os.execv(sys.executable, [sys.executable, "-c", "while True: pass", "{marker}"])
-    """
-    start = time.monotonic()
-    result = run(sandbox, data_dir, code, Limits(time_s=2, memory_bytes=1 << 30))
-    assert result.timed_out and result.exit_code is None
-    assert "looping" in result.output
-    assert result.duration_s >= 2 and time.monotonic() - start < 2 + 6
-    assert any("time limit" in note for note in result.notes)
-    assert_nothing_left(sandbox, marker)
-    assert_usable(sandbox, data_dir)
-
-
-def test_flood_of_output_is_capped(sandbox: Sandbox, data_dir: Path) -> None:
-    code = """\
-    import sys
-    sys.stdout.write("HEAD-OF-OUTPUT\\n")
-    line = "x" * 1023 + "\\n"
-    for _ in range(10 * 1024):
-        sys.stdout.write(line)
-    sys.stderr.write("TAIL-OF-OUTPUT\\n")
-    """
-    result = run(sandbox, data_dir, code)
-    assert result.exit_code == 0
-    assert result.output_bytes >= 10 << 20
-    assert len(result.output.encode()) < QUICK.output_bytes + 200
-    assert result.output.startswith("HEAD-OF-OUTPUT") and result.output.rstrip().endswith("TAIL-OF-OUTPUT")
-    # The model reads that the capture itself was capped, and how much the script printed.
-    assert f"the script printed {result.output_bytes} bytes of output; the harness keeps at most 64 KiB" in "".join(
-        result.notes
-    )
-    assert_usable(sandbox, data_dir)
-
-
-# Escapes that must be contained -----------------------------------------------------------------
-
-
-def test_fork_bomb_is_contained(sandbox: Sandbox, data_dir: Path) -> None:
-    marker = f"weirdml-bomb-{uuid.uuid4().hex}"
-    code = f"""\
-    import os, sys
-    if len(sys.argv) == 1:
-        os.execv(sys.executable, [sys.executable, "solution.py", "{marker}"])
-    failed = 0
-    while True:
+def weirdml_open_backend() -> Callable[[str], Sandbox]:
+    def open_backend(name: str) -> Sandbox:
+        if name.startswith("local"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return LocalSandbox(isolate=False) if name == "local-plain" else LocalSandbox()
         try:
-            os.fork()
-        except OSError:
-            failed += 1
-            if failed == 1:
-                print("fork refused", flush=True)
-    """
-    start = time.monotonic()
-    result = run(sandbox, data_dir, code, Limits(time_s=3, memory_bytes=1 << 30, max_processes=64))
-    assert time.monotonic() - start < 3 + 8
-    assert "fork refused" in result.output  # the process cap was hit, not just the clock
-    assert_nothing_left(sandbox, marker)
-    assert_usable(sandbox, data_dir)
+            return DockerSandbox()
+        except SandboxError as exc:
+            pytest.skip(f"docker sandbox unavailable: {exc}")
 
-
-def test_background_processes_do_not_outlive_the_script(sandbox: Sandbox, data_dir: Path) -> None:
-    marker = f"weirdml-daemon-{uuid.uuid4().hex}"
-    code = f"""\
-    import os, subprocess, sys
-    sleeper = [sys.executable, "-c", "import time; time.sleep(600)", "{marker}"]
-    # One leaves the session and holds the output open; one double-forks away from everything.
-    subprocess.Popen(sleeper, start_new_session=True)
-    if os.fork() == 0:
-        os.setsid()
-        if os.fork() == 0:
-            devnull = os.open(os.devnull, os.O_RDWR)
-            for fd in (0, 1, 2):
-                os.dup2(devnull, fd)
-            os.execv(sys.executable, sleeper)
-        os._exit(0)
-    os.wait()
-    print("left them running", flush=True)
-    """
-    start = time.monotonic()
-    result = run(sandbox, data_dir, code)
-    assert result.exit_code == 0 and not result.timed_out, result.output
-    assert "left them running" in result.output
-    assert time.monotonic() - start < QUICK.time_s
-    assert_nothing_left(sandbox, marker)
-    assert_usable(sandbox, data_dir)
-
-
-def test_filling_tmp_is_bounded(isolated: Sandbox, data_dir: Path) -> None:
-    name = f"weirdml-fill-{uuid.uuid4().hex}"
-    code = f"""\
-    import os
-    written = 0
-    try:
-        with open("/tmp/{name}", "wb") as fh:
-            while written < (1 << 30):
-                fh.write(b"\\0" * (1 << 20))
-                fh.flush()
-                written += 1 << 20
-    except OSError as exc:
-        print("stopped:", exc.strerror)
-    print("written MiB", written >> 20)
-    """
-    result = run(isolated, data_dir, code)
-    assert "stopped:" in result.output, result.output
-    mib = int(result.output.split("written MiB")[1].split()[0])
-    assert mib <= QUICK.tmp_bytes >> 20
-    assert not Path("/tmp", name).exists()
-    assert_usable(isolated, data_dir)
-
-
-def test_data_is_read_only(sandbox: Sandbox, data_dir: Path) -> None:
-    before = {p.name: p.read_bytes() for p in data_dir.iterdir()}
-    code = """\
-    import os
-    for attempt, action in [
-        ("create", lambda: open("data/new.txt", "w").write("x")),
-        ("modify", lambda: open("data/x.txt", "a").write("9\\n")),
-        ("delete", lambda: os.remove("data/x.txt")),
-        ("rename", lambda: os.rename("data/x.txt", "data/y.txt")),
-        ("chmod", lambda: os.chmod("data/x.txt", 0o777)),
-        ("replace dir", lambda: os.rename("data", "data2")),
-    ]:
-        try:
-            action()
-            print(attempt, "SUCCEEDED")
-        except OSError as exc:
-            print(attempt, "refused:", exc.strerror)
-    """
-    result = run(sandbox, data_dir, code)
-    # Without isolation nothing stops a root script from changing its copy; never the original.
-    if sandbox.isolated:
-        assert "SUCCEEDED" not in result.output, result.output
-    assert {p.name: p.read_bytes() for p in data_dir.iterdir()} == before
-    assert_usable(sandbox, data_dir)
-
-
-@pytest.fixture
-def host_listener() -> Iterator[tuple[int, list[str]]]:
-    """A TCP server on the host's 127.0.0.1 that records whoever connects."""
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    server.settimeout(0.2)
-    seen: list[str] = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, addr = server.accept()
-            except OSError:
-                continue
-            seen.append(f"{addr[0]}:{addr[1]}")
-            conn.close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], seen
-    stop.set()
-    thread.join(2)
-    server.close()
-
-
-def test_network_is_unreachable(isolated: Sandbox, data_dir: Path, host_listener: tuple[int, list[str]]) -> None:
-    port, seen = host_listener
-    code = f"""\
-    import socket
-    targets = [("127.0.0.1", {port}), ("172.17.0.1", {port}), ("1.1.1.1", 53), ("8.8.8.8", 443)]
-    for host, port in targets:
-        try:
-            socket.create_connection((host, port), timeout=2).close()
-            print("REACHED", host, port)
-        except OSError as exc:
-            print("blocked", host, port, exc)
-    try:
-        print("RESOLVED", socket.getaddrinfo("pypi.org", 443))
-    except OSError as exc:
-        print("no dns", exc)
-    """
-    result = run(isolated, data_dir, code)
-    assert result.exit_code == 0, result.output
-    assert "REACHED" not in result.output and "RESOLVED" not in result.output
-    assert result.output.count("blocked") == 4
-    assert seen == []
-    assert_usable(isolated, data_dir)
-
-
-def test_host_environment_is_not_passed(isolated: Sandbox, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    secret = f"sk-planted-{uuid.uuid4().hex}"
-    monkeypatch.setenv("OPENAI_API_KEY", secret)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", secret)
-    code = """\
-    import glob, os
-    print(dict(os.environ))
-    for path in glob.glob("/proc/*/environ"):
-        try:
-            print(path, open(path, "rb").read().decode(errors="replace"))
-        except OSError as exc:
-            print(path, "unreadable", exc.strerror)
-    """
-    result = run(isolated, data_dir, code)
-    assert result.exit_code == 0, result.output
-    assert secret not in result.output
-    assert "API_KEY" not in result.output
-
-
-def test_hidden_answers_are_unreachable(isolated: Sandbox, task_dir: Path, data_dir: Path) -> None:
-    hidden = task_dir / "hidden" / "answers.txt"
-    code = f"""\
-    import os
-    candidates = [
-        "{hidden}",
-        "data/../hidden/answers.txt",
-        "../hidden/answers.txt",
-        os.path.join(os.path.dirname(os.path.realpath("data")), "hidden", "answers.txt"),
-        os.path.join(os.path.dirname(os.path.realpath("data/x.txt")), "..", "hidden", "answers.txt"),
-    ]
-    # A shallow search of the whole visible tree: the installed packages are deep and irrelevant.
-    for dirpath, dirnames, filenames in os.walk("/"):
-        depth = dirpath.count("/")
-        dirnames[:] = [d for d in dirnames if depth < 6 and d not in ("proc", "sys", "usr", "dev", "lib")]
-        if "answers.txt" in filenames:
-            candidates.append(os.path.join(dirpath, "answers.txt"))
-    for path in candidates:
-        try:
-            print("READ", path, open(path).read())
-        except OSError as exc:
-            print("denied", path, exc.strerror)
-    """
-    result = run(isolated, data_dir, code, Limits(time_s=30, memory_bytes=1 << 30))
-    assert result.exit_code == 0, result.output
-    assert SECRET_ANSWERS not in result.output
-    assert "READ" not in result.output
-
-
-def test_docker_socket_is_unreachable(isolated: Sandbox, data_dir: Path) -> None:
-    code = """\
-    import socket
-    for path in ["/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock"]:
-        s = socket.socket(socket.AF_UNIX)
-        try:
-            s.connect(path)
-            s.sendall(b"GET /version HTTP/1.0\\r\\n\\r\\n")
-            print("REACHED", path, s.recv(200))
-        except OSError as exc:
-            print("blocked", path, exc.strerror)
-    for port in (2375, 2376):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1)
-            print("REACHED tcp", port)
-        except OSError as exc:
-            print("blocked tcp", port, exc.strerror)
-    """
-    result = run(isolated, data_dir, code)
-    assert result.exit_code == 0, result.output
-    assert "REACHED" not in result.output
-
-
-def test_runs_as_unprivileged_user(isolated: Sandbox, data_dir: Path) -> None:
-    code = """\
-    import os
-    print("uid", os.getuid())
-    try:
-        open("/etc/weirdml-root-write", "w")
-        print("WROTE /etc")
-    except OSError as exc:
-        print("no write", exc.strerror)
-    """
-    result = run(isolated, data_dir, code)
-    assert "uid 0" not in result.output and "WROTE" not in result.output, result.output
-
-
-def test_memory_is_bounded(sandbox: Sandbox, data_dir: Path) -> None:
-    code = """\
-    blocks = []
-    try:
-        for _ in range(64):
-            blocks.append(bytearray(64 << 20))
-        print("ALLOCATED 4 GiB")
-    except MemoryError:
-        print("memory refused")
-    """
-    result = run(sandbox, data_dir, code, Limits(time_s=10, memory_bytes=512 << 20, max_processes=64))
-    assert "ALLOCATED" not in result.output, result.output
-    assert_usable(sandbox, data_dir)
-
-
-def test_out_of_memory_is_named_as_such(sandbox: Sandbox, data_dir: Path) -> None:
-    if isinstance(sandbox, LocalSandbox) and not sandbox.cgroups:
-        pytest.skip("without cgroups RLIMIT_AS makes the allocation fail instead (MemoryError in the output)")
-    code = """\
-    blocks = []
-    while True:
-        blocks.append(bytearray(32 << 20))
-    """
-    limits = dataclasses.replace(QUICK, time_s=20, memory_bytes=256 << 20)
-    result = run(sandbox, data_dir, code, limits)
-    assert result.out_of_memory and not result.timed_out, result
-    assert verdict(result, limits) == "killed: out of memory (limit 256 MiB)"
-    assert "harness: a process was killed: out of memory (limit 256 MiB)" in result.notes
-    assert_usable(sandbox, data_dir)
-
-
-# What a script leaves in results/ ---------------------------------------------------------------
-
-PLANTED_KEY = f"sk-planted-{uuid.uuid4().hex}"
-NOT_REGULAR = "results/test_preds.txt is {}, not a regular file; write the predictions into a regular file"
-
-
-def verdict(result: ExecResult, limits: Limits = QUICK) -> str | None:
-    """The zero reason the model reads for ``result`` (scored against three answers)."""
-    answers = np.array([2, 4, 6])
-    score = judge(result, lambda content: score_predictions(content, answers, cap=limits.results_bytes), limits)
-    return score.zero_reason
-
-
-LEFTOVERS = {
-    "link to a host file": ("import os\nos.symlink('/etc/passwd', 'results/test_preds.txt')", "a symlink"),
-    "link to the hidden answers": ("import os\nos.symlink({hidden!r}, 'results/test_preds.txt')", "a symlink"),
-    "link to the harness's environment": (
-        "import os\nos.symlink('/proc/self/environ', 'results/test_preds.txt')",
-        "a symlink",
-    ),
-    "link to stdin": ("import os\nos.symlink('/dev/stdin', 'results/test_preds.txt')", "a symlink"),
-    "FIFO": ("import os\nos.mkfifo('results/test_preds.txt')", "a FIFO (named pipe)"),
-    "directory": ("import os\nos.makedirs('results/test_preds.txt/x')", "a directory"),
-}
-
-
-@pytest.mark.parametrize("case", list(LEFTOVERS))
-def test_predictions_that_are_not_a_regular_file_are_never_read(
-    sandbox: Sandbox, task_dir: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch, case: str
-) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", PLANTED_KEY)
-    code, kind = LEFTOVERS[case]
-    start = time.monotonic()
-    result = run(sandbox, data_dir, code.format(hidden=str(task_dir / "hidden" / "answers.txt")))
-    # A FIFO would block a reader for ever; a link to stdin would read the terminal.
-    assert time.monotonic() - start < QUICK.time_s + 5
-    assert (result.exit_code, result.predictions) == (0, None), result
-    assert verdict(result) == NOT_REGULAR.format(kind)
-    text = repr(result)
-    assert PLANTED_KEY not in text and "root:x:0:0" not in text and SECRET_ANSWERS not in text
-    assert_usable(sandbox, data_dir)
-
-
-def test_results_replaced_by_a_link_is_never_followed(sandbox: Sandbox, data_dir: Path) -> None:
-    code = """\
-    import os
-    for attempt in (lambda: os.rename("results", "elsewhere"), lambda: os.rmdir("results")):
-        try:
-            attempt()
-        except OSError as exc:
-            print("refused:", exc.strerror)
-    try:
-        os.symlink("/etc", "results")
-        os.symlink("/etc/passwd", "/etc/test_preds.txt")
-    except OSError as exc:
-        print("no link:", exc.strerror)
-    """
-    result = run(sandbox, data_dir, code)
-    assert result.predictions is None, result
-    # Where results/ is a mount point (tmpfs, bind) it cannot be moved; else the reader refuses the link.
-    assert verdict(result) in (
-        "no predictions: results/test_preds.txt was not written",
-        "results/ is a symlink, not the directory the harness made; nothing in it was read",
-        "results/ was removed; write the predictions into the results/ the harness made",
-    ), result
-    assert "root:x:0:0" not in repr(result)
-    assert_usable(sandbox, data_dir)
-
-
-def test_writes_to_results_stop_at_the_cap(sandbox: Sandbox, data_dir: Path) -> None:
-    code = """\
-    written = 0
-    try:
-        for i in range(3):
-            with open(f"results/big-{i}.bin", "wb") as fh:
-                for _ in range(64):
-                    fh.write(b"\\0" * (1 << 20))
-                    fh.flush()
-                    written += 1 << 20
-    except OSError as exc:
-        print("stopped after", written >> 20, "MiB:", exc.strerror, flush=True)
-        raise
-    """
-    result = run(sandbox, data_dir, code)
-    assert result.results_full, result
-    stopped = int(result.output.split("stopped after")[1].split()[0])
-    assert stopped <= QUICK.results_bytes >> 20
-    assert "No space left on device" in result.output
-    assert verdict(result) == (
-        f"results/ is full: a script may write at most 4 MiB there (the script ended with exit code {result.exit_code})"
-    )
-    assert "harness: results/ is full: a script may write at most 4 MiB there" in result.notes
-    assert_usable(sandbox, data_dir)
+    return open_backend
 
 
 @pytest.mark.parametrize("backend", ["local", "docker"])
@@ -634,6 +78,9 @@ def test_without_a_tmpfs_the_cap_is_watched(backend: str, data_dir: Path) -> Non
         assert_usable(box, data_dir)
     finally:
         box.close()
+
+
+# The packages on offer -------------------------------------------------------------------------
 
 
 DEEP_TREE = """\
@@ -686,7 +133,7 @@ def opened(backend: str, *, capped: bool) -> Iterator[Sandbox]:
 
 
 @pytest.mark.parametrize("capped", [True, False], ids=["tmpfs", "watched"])
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", WEIRDML_CONTRACT_BACKENDS)
 def test_a_tree_deeper_than_the_recursion_limit_is_removed(backend: str, capped: bool, data_dir: Path) -> None:
     if capped and not tmpfs_usable()[0]:
         pytest.skip(tmpfs_usable()[1])
@@ -703,7 +150,7 @@ def test_a_tree_deeper_than_the_recursion_limit_is_removed(backend: str, capped:
 
 
 @pytest.mark.parametrize("capped", [True, False], ids=["tmpfs", "watched"])
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", WEIRDML_CONTRACT_BACKENDS)
 def test_results_holds_a_bounded_number_of_files(backend: str, capped: bool, data_dir: Path) -> None:
     if capped and not tmpfs_usable()[0]:
         pytest.skip(tmpfs_usable()[1])
@@ -721,76 +168,6 @@ def test_results_holds_a_bounded_number_of_files(backend: str, capped: bool, dat
             f"(the script ended with exit code {result.exit_code})"
         )
         assert_usable(box, data_dir)
-
-
-def test_a_key_across_the_capture_cut_is_redacted_whole(
-    sandbox: Sandbox, data_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    key = "sk-planted-" + uuid.uuid4().hex
-    monkeypatch.setenv("PLANTED_API_KEY", key)
-    half = QUICK.output_bytes // 2
-    code = f"""\
-    import sys
-    key = {key!r}
-    sys.stdout.write("a" * {half - 10} + key + "b" * 100000 + key + "c" * {half - 10})
-    """
-    result = run(sandbox, data_dir, code)
-    assert result.output_bytes == 2 * (half - 10) + 100000 + 2 * len(key)
-    pieces = [key[i : i + 8] for i in range(len(key) - 7)]
-    assert not [p for p in pieces if p in result.output + "".join(result.notes)]
-    assert result.output.startswith("a" * (half - 10) + "[redacted]")
-    assert result.output.endswith("[redacted]" + "c" * (half - 10))
-
-
-# The packages on offer --------------------------------------------------------------------------
-
-IMPORTS = """\
-import importlib, importlib.metadata as md, json, sys
-for extra in {hidden!r}:
-    sys.path.append(extra)
-report = {{}}
-for name in ["chess", "pytest", "anthropic", "openai"]:
-    try:
-        importlib.import_module(name)
-        report[name] = "IMPORTED"
-    except ImportError:
-        report[name] = None
-for name, module in {announced!r}.items():
-    importlib.import_module(module)
-    report[name] = md.version(name)
-print("REPORT " + json.dumps(report))
-"""
-ANNOUNCED = {"numpy": "numpy", "scipy": "scipy", "pandas": "pandas", "scikit-learn": "sklearn",
-             "torch": "torch", "pillow": "PIL"}  # fmt: skip
-
-
-def _host_site_packages() -> list[str]:
-    """Where the session's own interpreter keeps what it has beyond the announced set."""
-    import site
-
-    return [*site.getsitepackages(), "/usr/lib/python3/dist-packages"]
-
-
-def test_only_the_announced_packages_import(sandbox: Sandbox, data_dir: Path) -> None:
-    # A script that adds the host's package directories to sys.path finds nothing more there
-    # (the plain fallback is not isolated: it is tested without that trick).
-    hidden = _host_site_packages() if sandbox.isolated else []
-    assert set(ANNOUNCED) == set(requirement_pins()), "the list changed: update ANNOUNCED"
-    code = IMPORTS.format(hidden=hidden, announced=ANNOUNCED)
-    result = run(sandbox, data_dir, code, dataclasses.replace(QUICK, time_s=120, memory_bytes=4 << 30))
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.output.split("REPORT ", 1)[1])
-    assert {name: report[name] for name in ("chess", "pytest", "anthropic", "openai")} == dict.fromkeys(
-        ("chess", "pytest", "anthropic", "openai")
-    )
-    for name, pin in requirement_pins().items():
-        assert report[name].split("+")[0] == pin, (name, report[name])
-
-
-def test_the_system_prompt_lists_what_imports(sandbox: Sandbox) -> None:
-    env = sandbox.environment()
-    assert set(env.packages) == set(requirement_pins())
-    assert {name: version.split("+")[0] for name, version in env.packages.items()} == requirement_pins()
 
 
 def test_both_backends_announce_the_same_packages() -> None:
@@ -979,7 +356,7 @@ def test_plugin_names_the_fix_when_docker_is_absent(
 
 def test_build_image_command_reuses_a_present_image(docker_box: DockerSandbox) -> None:
     proc = subprocess.run(
-        ["python", "-m", "pytest_weirdml.sandbox.image", "build"], capture_output=True, text=True, timeout=120
+        ["python", "-m", "pytest_weirdml.cli", "image", "build"], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == docker_box.image

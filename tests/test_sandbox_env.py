@@ -66,7 +66,7 @@ def test_a_failed_build_names_the_command_and_leaves_nothing(tmp_path: Path, mon
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))
     monkeypatch.setenv("PIP_CONSTRAINT", "")
     wanted = "weirdml-no-such-package==1.0\n"
-    with pytest.raises(SandboxError, match=r"(?s)building the local sandbox's environment failed.*venv build"):
+    with pytest.raises(SandboxError, match=r"(?s)building the local sandbox's environment failed.*weirdml env build"):
         venv.ensure(tmp_path, requirements=wanted, progress=lambda _: None)
     assert not venv.env_dir(tmp_path, wanted).exists()
 
@@ -81,7 +81,7 @@ def test_the_local_sandbox_runs_on_its_own_environment() -> None:
         box = LocalSandbox()
     assert box.dedicated and box.python == str(venv.interpreter(venv.env_dir()))
     printed = subprocess.run(
-        [sys.executable, "-m", "pytest_weirdml.sandbox.venv", "path"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "pytest_weirdml.cli", "env", "path"], capture_output=True, text=True, check=True
     )
     assert printed.stdout.strip() == box.python
     # --weirdml-python still overrides it.

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_weirdml.horizons.fit import RESAMPLES, SEED, fit_horizon, make_points
+from pytest_weirdml.option_types import whole
 
 
 def add_parser(sub: Any) -> None:
-    parser = sub.add_parser(
+    parser: argparse.ArgumentParser = sub.add_parser(
         "horizons",
         help="time horizons of finished sessions (and of the published models) with their figures",
         description="Fit each model's time horizon by the published WeirdML method: the human working time at "
@@ -37,8 +38,11 @@ def add_parser(sub: Any) -> None:
         metavar="DIR",
         help="a task directory, or a directory of them, whose [time_estimates] replace those the records kept",
     )
-    parser.add_argument("--resamples", type=int, default=RESAMPLES, metavar="N", help=f"default: {RESAMPLES}")
+    parser.add_argument(
+        "--resamples", type=whole("--resamples"), default=RESAMPLES, metavar="N", help=f"default: {RESAMPLES}"
+    )
     parser.add_argument("--seed", type=int, default=SEED, help=f"bootstrap seed (default: {SEED}, the published one)")
+    parser.set_defaults(horizons_parser=parser)
 
 
 def _task_estimates(paths: list[Path]) -> dict[str, Any]:
@@ -56,16 +60,14 @@ def _task_estimates(paths: list[Path]) -> dict[str, Any]:
     return found
 
 
-def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def run(args: argparse.Namespace) -> int:
     from pytest_weirdml.errors import TaskError
     from pytest_weirdml.horizons import published as pub
     from pytest_weirdml.horizons.sessions import horizon_row, model_points
     from pytest_weirdml.session import read_runs
 
     if not args.sessions and not args.published:
-        parser.error("give SESSION_DIR(s), --published, or both")
-    if args.resamples < 1:
-        parser.error(f"--resamples must be at least 1, got {args.resamples}")
+        args.horizons_parser.error("give SESSION_DIR(s), --published, or both")
     fits: dict[str, dict[str, Any]] = {}
     points: dict[str, Any] = {}
     notes: list[str] = []
@@ -119,14 +121,13 @@ def _figures(out: Path, fits: dict[str, Any], points: dict[str, Any], recomputed
 
 def _print(fits: dict[str, Any], notes: list[str], written: list[Path], published: list[Any], resamples: int) -> None:
     from pytest_weirdml.horizons.report import HEADER, table_rows
+    from pytest_weirdml.table import align
 
     print(f"time horizon (hours a person needs, at which a model succeeds with 50%; {resamples} task resamples):")
     for note in notes:
         print(note)
-    rows = [HEADER, *table_rows(fits)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
-    for row in rows:
-        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))))
+    for line in align(HEADER, table_rows(fits)):
+        print(line)
     for entry in published:
         p = entry.published
         print(

@@ -11,6 +11,7 @@ from typing import Any
 from pytest_weirdml.horizons.figures import Dated, fit_figure, fmt_hours, timeline_figure
 from pytest_weirdml.horizons.fit import Points
 from pytest_weirdml.horizons.published import published_models, release_dates
+from pytest_weirdml.table import align
 
 
 def release_date(model: str) -> str:
@@ -78,17 +79,11 @@ def terminal_lines(summary: Mapping[str, Any]) -> list[str]:
     horizons = summary.get("horizons")
     if not horizons:
         return []
-    rows = table_rows(horizons["models"])
-    widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]
-    table = [
-        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-        for r in [HEADER, *rows]
-    ]
     return [
         f"time horizon (hours a person needs, at which a model succeeds with 50%; "
         f"{horizons['resamples']} task resamples):",
         *used_lines(horizons),
-        *(line.rstrip() for line in table),
+        *align(HEADER, table_rows(horizons["models"])),
     ]
 
 

@@ -25,8 +25,7 @@ def recorded_estimates(runs: Sequence[RunRecord]) -> dict[str, TimeEstimates]:
     """Task -> the estimates its runs recorded (the latest run's, when they differ)."""
     found: dict[str, TimeEstimates] = {}
     for run in sorted(runs, key=lambda r: r.iterations[0].started_at if r.iterations else ""):
-        first = run.iterations[0] if run.iterations else None
-        estimates = from_record(first.time_estimates) if first is not None else None
+        estimates = from_record(run.plan.time_estimates) if run.plan is not None else None
         if estimates is not None:
             found[run.task] = estimates
     return found

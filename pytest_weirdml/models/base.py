@@ -59,6 +59,8 @@ class Model(abc.ABC):
 
     name: str
     max_iterations: int | None = None
+    # The output-token cap its answers are asked under (``None``: it has none); in the run's plan.
+    max_output_tokens: int | None = None
     # One line for the user when the output cap is a fallback (the server states no limit).
     cap_note: str | None = None
     # Who answers, as the status line says it: "waiting for the model (iteration 2)".

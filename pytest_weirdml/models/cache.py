@@ -47,6 +47,8 @@ class CachedModel(Model):
         self.inner = inner
         self.name = inner.name
         self.max_iterations = inner.max_iterations
+        self.max_output_tokens = inner.max_output_tokens
+        self.cap_note = inner.cap_note
         self.directory = directory
         self.hits = 0
 

@@ -136,6 +136,7 @@ class ProviderModel(Model):
         self._client = self._connect(self._secret)
         if config.max_output_tokens is None:
             self.config = replace(config, max_output_tokens=self._default_cap())
+        self.max_output_tokens = self.config.output_cap
 
     # What a provider module implements ---------------------------------------------------------
 

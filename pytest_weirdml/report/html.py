@@ -135,11 +135,11 @@ def _transcripts(runs: Sequence[RunRecord]) -> str:
             zeros = sum(it.zero_reason is not None for it in its)
             session = f" · session {_e(run.session)}" if run.session else ""
             status = "" if run.scored else f" <span class='zero'>{_e(run_status(run))}</span>"
-            system = next((it.system_prompt for it in its if it.system_prompt), None)
+            system = run.system_prompt
             told = (
                 ""
                 if system is None
-                else f"<details class='system'><summary>system prompt ({_e(its[0].protocol)} protocol)</summary>"
+                else f"<details class='system'><summary>system prompt ({_e(run.protocol)} protocol)</summary>"
                 f"<pre>{_e(system)}</pre></details>"
             )
             body = told + "".join(_iteration(it) for it in its)

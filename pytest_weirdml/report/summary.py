@@ -96,7 +96,7 @@ def summarize(runs: Sequence[RunRecord], *, resamples: int = 10_000, seed: int =
         return entry
 
     ordered = sorted(runs, key=lambda r: (r.session, r.task, r.model, r.run))
-    protocols = sorted({r.iterations[0].protocol for r in ordered if r.scored and r.iterations})
+    protocols = sorted({r.protocol for r in ordered if r.scored and r.iterations})
     if len(protocols) > 1:
         raise ValueError(
             f"these runs were made under different protocols ({', '.join(protocols)}), whose scores are not "

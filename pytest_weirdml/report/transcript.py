@@ -48,9 +48,8 @@ def run_status(run: RunRecord) -> str:
 def render_markdown(run: RunRecord) -> str:
     session = f" · session {run.session}" if run.session else ""
     lines = [f"# {run.task} · {run.model} · run {run.run}{session}", "", run_status(run), ""]
-    system = next((it.system_prompt for it in run.iterations if it.system_prompt), None)
-    if system is not None:
-        lines += [f"## System prompt ({run.iterations[0].protocol} protocol)", "", system, ""]
+    if run.system_prompt is not None:
+        lines += [f"## System prompt ({run.protocol} protocol)", "", run.system_prompt, ""]
     for it in run.iterations:
         lines += [
             f"## Iteration {it.iteration}: {verdict(it)}",

@@ -63,7 +63,11 @@ class ExecResult:
     output: str
     output_bytes: int
     predictions: bytes | None
+    # The harness's notes the model reads after the output (what was cut, what was killed).
     notes: tuple[str, ...] = ()
+    # Notes for the records only, never for the model: what happened to the infrastructure
+    # around the script (an execution that ran again after a Ray node failed).
+    harness_notes: tuple[str, ...] = ()
     # Why ``results/test_preds.txt`` was not read (a symlink, a FIFO, too large...), in the
     # words the model reads; None when it was read or simply not written.
     predictions_problem: str | None = None

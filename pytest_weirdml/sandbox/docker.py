@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_weirdml.errors import SandboxError
-from pytest_weirdml.sandbox import BACKENDS, Environment, ExecResult, Limits, Sandbox, size_text, thread_env
-from pytest_weirdml.sandbox._output import CappedBuffer, capture_note
+from pytest_weirdml.sandbox import BACKENDS, Environment, ExecResult, Limits, Sandbox, thread_env
+from pytest_weirdml.sandbox._output import CappedBuffer
+from pytest_weirdml.sandbox._result import run_result
 from pytest_weirdml.sandbox._workdir import RunDir, tmpfs_usable, warn_if_uncapped
 from pytest_weirdml.sandbox._workdir import process_start as _process_start
 from pytest_weirdml.sandbox._workdir import remove_stale as remove_stale_run_dirs
@@ -232,31 +233,18 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"the container failed: {state['Error']['Message']}")
         # timeout(1) as the container's first process exits 124 or dies with SIGKILL (137).
         timed_out = (killed and not over_cap) or (status in (124, 137) and duration >= limits.time_s)
-        results_full = over_cap or work.full()
-        notes = []
-        if timed_out:
-            notes.append(f"harness: killed after the time limit of {limits.time_s:g} s")
-        if out_of_memory:
-            notes.append(f"harness: a process was killed: out of memory (limit {size_text(limits.memory_bytes)})")
-        if results_full:
-            notes.append(work.full_note() + (" (the run was stopped for it)" if over_cap else ""))
-        if output.total > limits.output_bytes:
-            notes.append(capture_note(output.total, limits.output_bytes))
         if output.error:
             raise SandboxError(f"lost the container's output stream: {output.error}")
-        predictions, problem = work.read_predictions()
-        return ExecResult(
-            exit_code=None if timed_out else status,
+        return run_result(
+            work,
+            limits,
+            exit_code=status,
             timed_out=timed_out,
             duration_s=duration,
             output=output.text(),
             output_bytes=output.total,
-            predictions=predictions,
-            notes=tuple(notes),
-            predictions_problem=problem,
             out_of_memory=out_of_memory,
-            results_full=results_full,
-            results_files_full=results_full and work.too_many_files,
+            over_cap=over_cap,
             isolation="docker",
         )
 

@@ -5,7 +5,7 @@
     weirdml image tag                 # print the tag the plugin uses
     weirdml image check               # is it built?
 
-(``python -m pytest_weirdml.sandbox.image ...`` is the same.) The tag is a hash of the recipe
+The tag is a hash of the recipe
 (the pinned requirements and the files that build them, package data in ``recipe/``), so a
 changed pin means a new image and an unchanged one is reused, whichever way it was built.
 """
@@ -78,9 +78,3 @@ def build(client: Any, *, tag: str | None = None, dockerfile: bool = False, forc
     if proc.returncode != 0 or not image_present(client, tag):
         raise SandboxError(f"building the sandbox image {tag} failed (exit {proc.returncode}): {' '.join(cmd)}")
     return tag
-
-
-if __name__ == "__main__":
-    from pytest_weirdml.cli import main
-
-    sys.exit(main(["image", *sys.argv[1:]], prog="python -m pytest_weirdml.sandbox.image"))

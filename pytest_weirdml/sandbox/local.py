@@ -41,12 +41,12 @@ from pytest_weirdml.sandbox import (
     ExecResult,
     Limits,
     Sandbox,
-    size_text,
     thread_env,
 )
 from pytest_weirdml.sandbox import venv as sandbox_venv
 from pytest_weirdml.sandbox._cgroup import CgroupUnavailable, RunCgroup, cgroups_usable, remove_stale
-from pytest_weirdml.sandbox._output import CappedOutput, capture_note
+from pytest_weirdml.sandbox._output import CappedOutput
+from pytest_weirdml.sandbox._result import run_result
 from pytest_weirdml.sandbox._workdir import RunDir, tmpfs_usable, warn_if_uncapped
 from pytest_weirdml.sandbox._workdir import remove_stale as remove_stale_run_dirs
 from pytest_weirdml.sandbox.leases import gpu_device_nodes
@@ -323,30 +323,16 @@ class LocalSandbox(Sandbox):
                 cgroup.kill_all()
         duration = time.monotonic() - start
         text = output.finish()
-        out_of_memory = cgroup is not None and cgroup.out_of_memory()
-        results_full = over_cap or work.full()
-        notes = []
-        if timed_out:
-            notes.append(f"harness: killed after the time limit of {limits.time_s:g} s")
-        if out_of_memory:
-            notes.append(f"harness: a process was killed: out of memory (limit {size_text(limits.memory_bytes)})")
-        if results_full:
-            notes.append(work.full_note() + (" (the run was stopped for it)" if over_cap else ""))
-        if output.total > limits.output_bytes:
-            notes.append(capture_note(output.total, limits.output_bytes))
-        predictions, problem = work.read_predictions()
-        return ExecResult(
-            exit_code=None if timed_out else proc.returncode,
+        return run_result(
+            work,
+            limits,
+            exit_code=proc.returncode,
             timed_out=timed_out,
             duration_s=duration,
             output=text,
             output_bytes=output.total,
-            predictions=predictions,
-            notes=tuple(notes),
-            predictions_problem=problem,
-            out_of_memory=out_of_memory,
-            results_full=results_full,
-            results_files_full=results_full and work.too_many_files,
+            out_of_memory=cgroup is not None and cgroup.out_of_memory(),
+            over_cap=over_cap,
             isolation=self.isolation,
         )
 

@@ -14,7 +14,8 @@ places it. The session's xdist workers keep calling the models and scoring.
   the session's ``leases.jsonl`` like a local lease.
 - **Failures:** a node (or its Ray worker, or its sandbox) that fails mid-execution is an
   infrastructure error, never the model's 0: the execution runs once more, on another node when
-  there is one, and the result notes it; a second failure raises ``SandboxError``.
+  there is one, and the result notes it for the records (``ExecResult.harness_notes``, never in
+  the model's feedback); a second failure raises ``SandboxError``.
 
 Every node needs Ray, this plugin, and what its backend needs: the sandbox image for docker,
 an interpreter with the sandbox's packages for local.
@@ -166,8 +167,9 @@ class RaySandbox(Sandbox):
             if self.session_dir is not None:
                 record_lease(self.session_dir, **lease)
             if failures:
-                notes = (f"infrastructure error, not the script's: {failures[0]}; it ran again on {result.node}",)
-                result = replace(result, notes=(*result.notes, *notes))
+                # For the records only: the model's feedback is about its script, not the cluster.
+                note = f"infrastructure error, not the script's: {failures[0]}; it ran again on {result.node}"
+                result = replace(result, harness_notes=(*result.harness_notes, note))
             return result
         raise SandboxError(f"the script's execution failed twice on the Ray cluster: {failures[0]}; {failures[1]}")
 

@@ -1,7 +1,7 @@
 """The local sandbox's own Python: a virtual environment with exactly the sandbox's packages.
 
-    python -m pytest_weirdml.sandbox.venv build     # build it unless it is ready (--force rebuilds)
-    python -m pytest_weirdml.sandbox.venv path      # print its interpreter
+    weirdml env build     # build it unless it is ready (--force rebuilds)
+    weirdml env path      # print its interpreter
 
 Scripts must see what the system prompt announces and nothing else, on every backend: the
 session's own interpreter holds python-chess, pytest, the provider SDKs and whatever else the
@@ -18,7 +18,6 @@ other network is needed.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -34,7 +33,7 @@ from filelock import FileLock
 from pytest_weirdml.errors import SandboxError
 from pytest_weirdml.sandbox import cache_home, requirements_hash, requirements_text
 
-BUILD_COMMAND = "python -m pytest_weirdml.sandbox.venv build"
+BUILD_COMMAND = "weirdml env build"
 MARKER = "weirdml-env.json"
 REQUIREMENTS_COPY = "weirdml-requirements.txt"
 
@@ -141,25 +140,3 @@ def _pip_install(env: Path) -> None:
             f"{(proc.stderr or proc.stdout).strip()[-1500:]}\nRetry with `{BUILD_COMMAND}` once pip can "
             "reach its package index, or pass --weirdml-python=PATH (an interpreter with the packages)"
         )
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pytest_weirdml.sandbox.venv", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    build = sub.add_parser("build", help="build the environment unless it is ready")
-    build.add_argument("--force", action="store_true", help="rebuild it even when it is ready")
-    sub.add_parser("path", help="print the environment's interpreter (nothing is built)")
-    args = parser.parse_args(argv)
-    if args.command == "path":
-        print(interpreter(env_dir()))
-        return 0
-    try:
-        print(ensure(force=args.force))
-    except SandboxError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
