@@ -3,7 +3,9 @@
 Each sample is a 28x28 grayscale Fashion-MNIST picture with an 8x8 hole (set to 0) at a random
 place, and K = 5 candidate 8x8 patches: the one cut from the hole and 4 distractors cut at the
 same place from the pictures most like it (nearest neighbours, at half resolution, among the
-pictures of the same class in a random pool of the split). The distractors therefore look like
+pictures of the same class in a hidden pool of the split that is never shown; each pool picture
+gives at most one distractor). Every candidate, the true one included, is then scaled by a random
+gain, noised and rounded to 1/255 steps. The distractors therefore look like
 the right patch in content, brightness and texture; what tells them apart is how their edges
 continue the picture around the hole.
 
