@@ -1,7 +1,8 @@
 """A task: its spec (``task.toml``), its data (built once, cached) and its scoring.
 
 A task directory holds ``task.toml``, ``prompt.md``, a data builder (``data.py`` unless
-``[data] builder`` names another file) and usually ``reference.py``. The builder is a
+``[data] builder`` names another file) and usually a reference solution (``reference.py`` unless
+``reference`` names another file, as when two tasks share one). The builder is a
 function ``build(out: Path, seed: int, **params) -> numpy.ndarray`` that writes exactly the
 task's public files into ``out`` and returns the hidden answers. The answers are stored
 beside, never inside, the public directory that a sandbox gets to see.
@@ -54,6 +55,7 @@ _KEYS = {
     "data_version",
     "public_files",
     "data",
+    "reference",
     "time_estimates",
 }
 
@@ -75,12 +77,14 @@ class TaskSpec:
     data_version: int = 1
     builder: Path = Path("data.py")
     params: Mapping[str, Any] = field(default_factory=dict)
+    # The reference solution's file, relative to the directory (``reference`` in task.toml).
+    reference: str = REFERENCE_FILE
     # Hours a person needs to reach each accuracy (``[time_estimates]``), for the time horizons.
     time_estimates: TimeEstimates | None = None
 
     @property
     def reference_path(self) -> Path:
-        return self.directory / REFERENCE_FILE
+        return (self.directory / self.reference).resolve()
 
     def data_key(self, seed: int | None = None) -> str:
         """The data identity (and cache key): the data version, the seed (the task's own unless
@@ -169,6 +173,9 @@ def load_task(directory: Path) -> TaskSpec:
     params = _typed(toml_path, data, "params", dict, {})
     if not builder.is_file():
         raise _fail(builder, "data builder not found (set [data] builder in task.toml)")
+    reference = _typed(toml_path, raw, "reference", str, REFERENCE_FILE)
+    if "reference" in raw and not (directory / reference).is_file():
+        raise _fail(toml_path, f"reference '{reference}' not found (a path relative to the task directory)")
     prompt_path = directory / PROMPT_FILE
     if not prompt_path.is_file():
         raise _fail(prompt_path, "not found: every task needs the prompt shown to the model")
@@ -193,6 +200,7 @@ def load_task(directory: Path) -> TaskSpec:
         data_version=_typed(toml_path, raw, "data_version", int, 1),
         builder=builder,
         params=params,
+        reference=reference,
         time_estimates=estimates,
     )
 

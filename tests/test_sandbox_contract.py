@@ -31,6 +31,7 @@ from pytest_weirdml.sandbox.local import LocalSandbox, NotIsolatedWarning
 
 # local-plain: the local backend's fallback where bubblewrap is missing (no isolation, but limits).
 WEIRDML_CONTRACT_BACKENDS = ["local", "local-plain", "docker"]
+WEIRDML_CONTRACT_UNISOLATED = ["local-plain"]
 
 
 @pytest.fixture(scope="module")

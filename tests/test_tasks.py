@@ -35,6 +35,19 @@ def test_task_loading_checks_types_and_names(tmp_path: Path) -> None:
         load_task(renamed)
 
 
+def test_a_task_may_take_its_reference_from_another_file(tmp_path: Path) -> None:
+    task = write_tiny_task(tmp_path)
+    assert load_task(task).reference_path == task / "reference.py"
+    shared = tmp_path / "tasks" / "shared_reference.py"
+    (task / "reference.py").rename(shared)
+    toml = task / "task.toml"
+    toml.write_text('reference = "../shared_reference.py"\n' + toml.read_text())
+    assert load_task(task).reference_path == shared
+    toml.write_text(toml.read_text().replace("../shared_reference.py", "../missing.py"))
+    with pytest.raises(TaskError, match=r"reference '\.\./missing\.py' not found"):
+        load_task(task)
+
+
 def test_data_is_built_once_and_hidden_answers_stay_private(tmp_path: Path) -> None:
     spec = load_task(write_tiny_task(tmp_path))
     first = build_data(spec, tmp_path / "cache")

@@ -2,10 +2,11 @@
 
     python tools/plot_hidden_parity.py [--rows 4] [--cols 8] [--seed 0]
 
-Draws fresh pictures with the task's own generator (the factors of the built files are not
-stored) and writes each picture's six factors and its label above it: the three relevant ones
-first (square outline, cool outline, odd number of dots), then the distractors (upright bar,
-cool bar, large dots). For task authors: the figure shows what the prompt does not say.
+Draws fresh pictures with the task's own generator (the drawn values of the built files are not
+stored) and writes each picture's six relevant bits and its label above it: square outline,
+4 or more dots, outline hue in 160..340 degrees, bar direction in 20..110 degrees, outline radius
+in 5.25..6.75, bar longer than 9 pixels. For task authors: the figure shows what the prompt does
+not say.
 """
 
 from __future__ import annotations
@@ -35,14 +36,14 @@ def main() -> int:
     module = sys.modules[load_builder(load_task(ROOT / "tasks" / "hidden_parity")).__module__]
     rng = np.random.default_rng(args.seed)
     factors, labels = module.factors(rng, args.rows * args.cols)
+    relevant = module.relevant_bits(factors)
     fig, axes = plt.subplots(args.rows, args.cols, figsize=(1.5 * args.cols, 1.7 * args.rows), squeeze=False)
-    for ax, row, label in zip(axes.flat, factors, labels, strict=True):
+    for ax, row, bits, label in zip(axes.flat, factors, relevant, labels, strict=True):
         ax.imshow(module.picture(rng, row)[0], interpolation="nearest")
-        bits = "".join(map(str, row))
-        ax.set_title(f"{bits[:3]} {bits[3:]}  y={label}", fontsize=8, family="monospace")
+        ax.set_title(f"{''.join(map(str, bits))} y={label}", fontsize=8, family="monospace")
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.suptitle("hidden_parity: factors (square, cool outline, odd dots | upright bar, cool bar, large dots)")
+    fig.suptitle("hidden_parity: bits (square, 4+ dots, hue 160..340, bar 20..110 deg, radius 5.25..6.75, bar > 9)")
     fig.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=100)

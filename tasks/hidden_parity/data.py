@@ -1,17 +1,27 @@
-"""Small colour pictures whose label is the parity of three hidden yes/no properties.
+"""Small colour pictures whose label is the parity of six hidden yes/no properties.
 
 Every 32x32 picture shows one outlined shape, one bar and a few dots over a noisy background,
-none of them touching. Six binary factors are drawn independently per picture:
+none of them touching. Six relevant properties, each a fair coin, are read off values the
+generator draws per picture:
 
-- relevant: the shape is a square outline (else a ring); the shape is cool-coloured (else warm);
-  the number of dots is odd;
-- distractors: the bar stands upright (else lies flat); the bar is cool-coloured (else warm);
-  the dots are large (else small).
+- the shape is a square outline (else a ring);
+- there are 4 or more dots (of 1 to 6);
+- the outline's hue lies in the half of the colour circle from 160 to 340 degrees (from green
+  through cyan, blue and violet to pink; else red, orange, yellow and yellow-green), drawn
+  uniformly on the circle;
+- the bar's direction lies between 20 and 110 degrees (of 0 to 180, drawn uniformly, in picture
+  coordinates: x to the right, y down);
+- the outline's size lies in the middle half of its range (radius 5.25 to 6.75 of 4.5 to 7.5);
+- the bar is longer than 9 pixels (of 6 to 12).
 
-The label is the XOR of the three relevant factors, so no single factor, nor any pair, says
-anything about it. Everything else varies continuously and carries no signal: positions, the
-shape's size, stroke and rotation, the bar's length and tilt, the exact hues, the dots' colours,
-the background's tint, gradient and noise level.
+The label is the XOR of the six bits; the square-or-ring bit is set from the label and the
+other five, so it stays a fair coin independent of them. No property, nor any set of five or
+fewer, says anything about the label. Three of the cuts sit where no natural threshold does: on
+a circle of hues, on a half circle of directions, and a band in the middle of a size range, so a
+split of any one value at its median or at the obvious colour and direction boundaries misses them.
+Everything else varies and carries no signal: positions, the stroke, the square's rotation, the
+bar's width and hue, the dots' sizes and colours, saturation and brightness, the background's
+tint, gradient and noise level.
 """
 
 from __future__ import annotations
@@ -24,18 +34,20 @@ import numpy as np
 SIZE = 32
 N_TRAIN = 2000
 N_TEST = 1000
-FACTORS = ("square", "shape_cool", "odd_dots", "bar_upright", "bar_cool", "large_dots")
-RELEVANT = (0, 1, 2)
-DOTS = {0: (2, 4, 6), 1: (1, 3, 5)}  # dot counts by parity
-SHAPE_RADIUS = (4.5, 7.0)  # ring radius; a square's half-side is 0.85 of it, for a similar area
+# The drawn values of a picture, one column each; the first six decide the label.
+LATENTS = ("square", "n_dots", "shape_hue", "bar_angle", "shape_radius", "bar_length")
+N_DOTS = (1, 6)
+HUE_HALF = (160.0, 340.0)  # degrees: the outline's hue bit is 1 inside this half of the circle
+BAR_ANGLE = (0.0, 180.0)
+ANGLE_BAND = (20.0, 110.0)  # degrees, image coordinates (x right, y down)
+SHAPE_RADIUS = (4.5, 7.5)  # ring radius; a square's half-side is 0.85 of it, for a similar area
+RADIUS_BAND = (5.25, 6.75)
+BAR_LENGTH = (6.0, 12.0)
+LENGTH_CUT = 9.0
 STROKE = (1.1, 1.8)
-BAR_LENGTH = (7.0, 11.0)
 BAR_WIDTH = (1.4, 2.2)
-BAR_TILT = np.radians(25.0)  # largest tilt away from flat or upright
-DOT_RADIUS = {0: (0.9, 1.25), 1: (1.6, 2.0)}
+DOT_RADIUS = (0.9, 2.0)
 GAP = 2.5  # least distance between the discs that hold two objects, so no two objects touch
-# Hue ranges in degrees: warm (reds, oranges, yellows) and cool (cyans, blues, violets).
-HUES = {0: (-25.0, 55.0), 1: (175.0, 255.0)}
 
 _YY, _XX = np.mgrid[0:SIZE, 0:SIZE].astype(np.float64) + 0.5
 
@@ -48,8 +60,8 @@ def _hsv_to_rgb(hue_deg: float, sat: float, val: float) -> np.ndarray:
     return np.array(rgb) + (val - c)
 
 
-def _colour(rng: np.random.Generator, cool: int) -> np.ndarray:
-    return _hsv_to_rgb(rng.uniform(*HUES[cool]), rng.uniform(0.65, 1.0), rng.uniform(0.75, 1.0))
+def _colour(rng: np.random.Generator, hue_deg: float) -> np.ndarray:
+    return _hsv_to_rgb(hue_deg, rng.uniform(0.65, 1.0), rng.uniform(0.75, 1.0))
 
 
 def _coverage(distance: np.ndarray) -> np.ndarray:
@@ -103,25 +115,22 @@ class Scene(NamedTuple):
     extents: np.ndarray  # (2 + dots,) radius of the disc that holds each object
 
 
-def picture(rng: np.random.Generator, f: np.ndarray) -> tuple[np.ndarray, Scene]:
-    """One (SIZE, SIZE, 3) uint8 picture with the factors ``f``, and its layout."""
-    square, shape_cool, odd, upright, bar_cool, large = (int(v) for v in f)
-    radius = rng.uniform(*SHAPE_RADIUS)
+def picture(rng: np.random.Generator, lat: np.ndarray) -> tuple[np.ndarray, Scene]:
+    """One (SIZE, SIZE, 3) uint8 picture with the drawn values ``lat`` (see LATENTS), and its layout."""
+    square, n_dots = int(lat[0]), int(lat[1])
+    hue, bar_angle, radius, length = (float(v) for v in lat[2:6])
     stroke = rng.uniform(*STROKE)
-    length = rng.uniform(*BAR_LENGTH)
     width = rng.uniform(*BAR_WIDTH)
-    n_dots = int(rng.choice(DOTS[odd]))
-    dot_r = rng.uniform(*DOT_RADIUS[large], size=n_dots)
+    dot_r = rng.uniform(*DOT_RADIUS, size=n_dots)
     # A square's corners reach further than its half-side.
     extents = [radius * (1.2 if square else 1.0) + stroke / 2, length / 2 + width / 2, *(dot_r + 0.3)]
     while (centres := _place(rng, extents)) is None:
         pass
     shape = np.abs(_shape_distance(square, centres[0], radius, rng.uniform(0, np.pi / 2))) - stroke / 2
-    tilt = np.pi / 2 * upright + rng.uniform(-BAR_TILT, BAR_TILT)
-    layers = [
-        (_coverage(shape), _colour(rng, shape_cool)),
-        (_coverage(_bar_distance(centres[1], length, tilt) - width / 2), _colour(rng, bar_cool)),
-    ]
+    shape_colour = _colour(rng, hue)
+    bar_colour = _colour(rng, rng.uniform(0, 360))  # a distractor: any hue
+    bar = _bar_distance(centres[1], length, np.radians(bar_angle)) - width / 2
+    layers = [(_coverage(shape), shape_colour), (_coverage(bar), bar_colour)]
     for c, r in zip(centres[2:], dot_r, strict=True):
         dot_colour = _hsv_to_rgb(rng.uniform(0, 360), rng.uniform(0.0, 0.8), rng.uniform(0.75, 1.0))
         layers.append((_coverage(np.hypot(_XX - c[0], _YY - c[1]) - r), dot_colour))
@@ -132,13 +141,39 @@ def picture(rng: np.random.Generator, f: np.ndarray) -> tuple[np.ndarray, Scene]
     return image, Scene(np.array(centres), np.array(extents))
 
 
+def relevant_bits(lat: np.ndarray) -> np.ndarray:
+    """(n, 6) int bits of the drawn values (n, len(LATENTS)): their parity is the label."""
+    hue, angle, radius = lat[:, 2] % 360.0, lat[:, 3], lat[:, 4]
+    return np.stack(
+        [
+            lat[:, 0] > 0.5,
+            lat[:, 1] >= 4,
+            (hue >= HUE_HALF[0]) & (hue < HUE_HALF[1]),
+            (angle >= ANGLE_BAND[0]) & (angle < ANGLE_BAND[1]),
+            (radius >= RADIUS_BAND[0]) & (radius < RADIUS_BAND[1]),
+            lat[:, 5] >= LENGTH_CUT,
+        ],
+        axis=1,
+    ).astype(np.int64)
+
+
 def factors(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(n, 6) independent fair factors whose relevant parity gives exactly balanced labels."""
+    """(n, len(LATENTS)) drawn values whose six bits' parity gives exactly balanced labels."""
     labels = rng.permutation(np.arange(n) % 2)
-    f = rng.integers(0, 2, size=(n, len(FACTORS)))
-    # The last relevant factor is set so that the parity equals the label; it stays a fair coin.
-    f[:, RELEVANT[-1]] = labels ^ np.bitwise_xor.reduce(f[:, RELEVANT[:-1]], axis=1)
-    return f, labels
+    lat = np.stack(
+        [
+            np.zeros(n),
+            rng.integers(N_DOTS[0], N_DOTS[1] + 1, size=n),
+            rng.uniform(0.0, 360.0, size=n),
+            rng.uniform(*BAR_ANGLE, size=n),
+            rng.uniform(*SHAPE_RADIUS, size=n),
+            rng.uniform(*BAR_LENGTH, size=n),
+        ],
+        axis=1,
+    )
+    # The square-or-ring bit is set so that the parity equals the label; it stays a fair coin.
+    lat[:, 0] = labels ^ np.bitwise_xor.reduce(relevant_bits(lat)[:, 1:], axis=1)
+    return lat, labels
 
 
 def _split(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

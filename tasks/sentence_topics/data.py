@@ -1,8 +1,9 @@
-"""Dictionary definitions from WordNet, labelled by the kind of thing they define, in a letter code.
+"""Dictionary definitions from WordNet, labelled by the kind of thing they define, each in one of
+many spellings of the alphabet.
 
 One builder serves both sentence tasks: ``build(out, seed)`` for sentence_topics (the definitions
 as written) and ``build(out, seed, shuffle_words=True)`` for sentence_topics_bag (for the same seed,
-the same definitions in the same order and code, with their words in random order, so only a bag
+the same definitions in the same order and spellings, with their words in random order, so only a bag
 of words remains).
 
 Source: the noun definitions of WordNet 3.0 (Debian's ``wordnet-base``). Every noun synset sits in
@@ -12,11 +13,12 @@ show the word in a sentence about something else. A definition that occurs in mo
 category is dropped too, and every definition is used at most once per data set.
 
 Each seed draws a new balanced sample of definitions and a new train/test split. Every sentence
-is then written in a letter-shift code with its own shift: each letter moves the same number of
-places along the alphabet (wrapping from z to a, case kept), the number drawn per sentence from
-0..25; everything else (spaces, digits, punctuation) is left as it is. Without the code a bag of
-words with a linear model reaches the reference at once; with it the same words look different
-in every sentence, until a learner finds what the shifted sentences have in common.
+is then written in one of 64 spellings of the alphabet, each a random ordering of the 26 letters
+(case kept; spaces, digits and punctuation left as they are), the spelling drawn per sentence. A
+sentence of ~60 letters is too short to read its spelling off by letter counts, and a word has 64
+spellings, so a bag of words on the text as given sees each spelling of a word in a 64th of the
+data; the ~47 sentences that share a spelling share their words, which a learner can find, group,
+and line up with each other across many sentences (the reference does).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ CATEGORIES = (
     ("quantity", 23),
     ("time", 28),
 )
+N_ALPHABETS = 64  # spellings per seed; each sentence is written in one of them, drawn at random
+ALPHABETS_STREAM = 1  # entropy word that keeps the alphabets' stream apart from the sample's
 MIN_WORDS = 5  # shorter definitions ("a genus of Sciaenidae") say too little
 MAX_CHARS = 300
 
@@ -98,25 +102,40 @@ def read_definitions(path: Path) -> dict[int, list[str]]:
     return {lexfile: sorted(texts) for lexfile, texts in by_category.items()}
 
 
-def shift_letters(text: str, shift: int) -> str:
-    """Move every letter ``shift`` places along the alphabet, keeping its case."""
-    k = shift % 26
-    table = str.maketrans(LOWER + UPPER, LOWER[k:] + LOWER[:k] + UPPER[k:] + UPPER[:k])
-    return text.translate(table)
+def make_alphabets(rng: np.random.Generator, n: int = N_ALPHABETS) -> list[str]:
+    """``n`` random orderings of the 26 letters: alphabet ``a`` writes letter i as ``a[i]``."""
+    return ["".join(LOWER[i] for i in rng.permutation(26)) for _ in range(n)]
+
+
+def alphabets_for(seed: int) -> list[str]:
+    """The alphabets of a data seed (from a stream of their own, so the sample does not move them)."""
+    return make_alphabets(np.random.default_rng(np.random.SeedSequence([seed, ALPHABETS_STREAM])))
+
+
+def substitute(text: str, alphabet: str) -> str:
+    """Write every letter of ``text`` as ``alphabet`` spells it, keeping its case."""
+    return text.translate(str.maketrans(LOWER + UPPER, alphabet + alphabet.upper()))
 
 
 def _encode(
-    texts: list[str], rng: np.random.Generator, words_rng: np.random.Generator | None, letter_code: bool
-) -> list[str]:
-    """Each text in its own letter shift; its words shuffled first when ``words_rng`` is given."""
-    out = []
+    texts: list[str],
+    rng: np.random.Generator,
+    words_rng: np.random.Generator | None,
+    alphabets: list[str] | None,
+) -> tuple[list[str], np.ndarray]:
+    """Each text in one of ``alphabets``, drawn at random; its words shuffled first when ``words_rng`` is given.
+
+    Returns the texts and the index of each one's alphabet (-1 throughout without ``alphabets``).
+    """
+    out, used = [], []
     for text in texts:
-        shift = int(rng.integers(26))
+        which = int(rng.integers(len(alphabets))) if alphabets else -1
         if words_rng is not None:
             words = text.split()
             text = " ".join(words[i] for i in words_rng.permutation(len(words)))
-        out.append(shift_letters(text, shift) if letter_code else text)
-    return out
+        out.append(substitute(text, alphabets[which]) if alphabets else text)
+        used.append(which)
+    return out, np.asarray(used, dtype=np.int64)
 
 
 def _write_lines(path: Path, lines: list[str]) -> None:
@@ -141,10 +160,11 @@ def build(
     if n_train % k or n_test % k:
         raise ValueError(f"n_train and n_test must be multiples of {k} (balanced classes)")
     definitions = read_definitions(_wordnet_file(Path(wordnet_dir) if wordnet_dir else WORDNET_SYSTEM_DIR))
-    # Both variants draw the same sentences, order and shifts for a seed; the bag variant's word
-    # order comes from a stream of its own.
+    # Both variants draw the same sentences, order, alphabets and choice of alphabet for a seed; the
+    # bag variant's word order comes from a stream of its own.
     pick_seq, train_seq, test_seq, words_seq = np.random.SeedSequence(seed).spawn(4)
     pick = np.random.default_rng(pick_seq)
+    alphabets = alphabets_for(seed) if letter_code else None
     words_rng = np.random.default_rng(words_seq) if shuffle_words else None
     splits: dict[str, tuple[list[str], list[int]]] = {"train": ([], []), "test": ([], [])}
     for label, (name, lexfile) in enumerate(CATEGORIES):
@@ -161,7 +181,8 @@ def build(
         rng = np.random.default_rng(seq)
         texts, ys = splits[split]
         order = rng.permutation(len(texts))
-        _write_lines(out / f"{split}_sentences.txt", _encode([texts[i] for i in order], rng, words_rng, letter_code))
+        coded, _ = _encode([texts[i] for i in order], rng, words_rng, alphabets)
+        _write_lines(out / f"{split}_sentences.txt", coded)
         labels[split] = np.asarray(ys, dtype=np.int64)[order]
     np.save(out / "train_labels.npy", labels["train"], allow_pickle=False)
     return labels["test"]

@@ -1,5 +1,8 @@
 """Calibrate sequence_rules: what generic learners score on the test set, with and without features.
 
+These learners see the raw values of the merged sequences (data version 2: a labelled run and a
+distractor run interleaved); the README gives the proxy plays with rule searches.
+
     python tasks/sequence_rules/calibrate.py                 # data seed 0, every learner
     python tasks/sequence_rules/calibrate.py --seed 1 --only mlp --only gbm
 

@@ -1,4 +1,4 @@
-"""hidden_parity: the built files, their determinism, and the hidden parity the task promises."""
+"""hidden_parity: the built files, their determinism, and the hidden six-way parity the task promises."""
 
 from __future__ import annotations
 
@@ -75,16 +75,45 @@ def test_answers_not_in_public_files(data: TaskData) -> None:
     assert abs(np.mean(data.answers()[1:] == data.answers()[:-1]) - 0.5) < 0.06
 
 
-def test_label_is_the_parity_of_three_fair_independent_factors(module: Any) -> None:
-    f, labels = module.factors(np.random.default_rng(3), 20000)
-    assert np.array_equal(labels, np.bitwise_xor.reduce(f[:, list(module.RELEVANT)], axis=1))
-    assert len(module.RELEVANT) == 3 and len(module.FACTORS) == 6
-    assert np.all(np.abs(f.mean(axis=0) - 0.5) < 0.015)
-    # No factor, no pair of factors, says anything about the label; only the three together do.
-    for size in (1, 2):
-        for subset in itertools.combinations(range(len(module.FACTORS)), size):
-            parity = np.bitwise_xor.reduce(f[:, list(subset)], axis=1)
+def test_label_is_the_parity_of_six_fair_independent_bits(module: Any) -> None:
+    lat, labels = module.factors(np.random.default_rng(3), 20000)
+    bits = module.relevant_bits(lat)
+    assert lat.shape == (20000, len(module.LATENTS)) and bits.shape == (20000, 6)
+    assert np.array_equal(labels, np.bitwise_xor.reduce(bits, axis=1))
+    assert np.all(np.abs(bits.mean(axis=0) - 0.5) < 0.015)
+    assert set(np.unique(lat[:, 1])) == set(range(module.N_DOTS[0], module.N_DOTS[1] + 1))
+    # No bit, and no parity of up to five of them, says anything about the label; only all six do.
+    for size in range(1, 6):
+        for subset in itertools.combinations(range(6), size):
+            parity = np.bitwise_xor.reduce(bits[:, list(subset)], axis=1)
             assert abs(np.mean(parity == labels) - 0.5) < 0.015, subset
+    # Nor does any pair of bits agree with each other beyond chance.
+    for i, j in itertools.combinations(range(6), 2):
+        assert abs(np.mean(bits[:, i] == bits[:, j]) - 0.5) < 0.015, (i, j)
+
+
+def test_obvious_cuts_miss_the_bits_that_decide(module: Any) -> None:
+    """Cutting the outline's size at its median, its hue at red-versus-cyan and the bar's direction
+    at flat-versus-upright leaves the six-way parity with no signal or a weak one."""
+    lat, labels = module.factors(np.random.default_rng(6), 20000)
+    bits = module.relevant_bits(lat)
+    hue, angle, radius = lat[:, 2], lat[:, 3], lat[:, 4]
+    # Each obvious cut, and the accuracy of the parity with it in place of the true bit: the size
+    # band is invisible to a median cut; the hue and the direction cuts are 70 and 25 degrees off.
+    obvious = {
+        4: (radius >= np.median(radius), 0.5),
+        2: (np.cos(np.radians(hue)) < 0, 11 / 18),
+        3: (np.abs(angle - 90) < 45, 13 / 18),
+    }
+    for j, (cut, expected) in obvious.items():
+        swapped = bits.copy()
+        swapped[:, j] = cut
+        agree = np.mean(np.bitwise_xor.reduce(swapped, axis=1) == labels)
+        assert abs(agree - expected) < 0.02, (j, agree)
+    swapped = bits.copy()
+    for j, (cut, _) in obvious.items():
+        swapped[:, j] = cut
+    assert abs(np.mean(np.bitwise_xor.reduce(swapped, axis=1) == labels) - 0.5) < 0.02
 
 
 def test_objects_stay_apart_inside_the_picture(module: Any) -> None:
@@ -92,7 +121,7 @@ def test_objects_stay_apart_inside_the_picture(module: Any) -> None:
     f, _ = module.factors(rng, 150)
     for row in f:
         _, scene = module.picture(rng, row)
-        assert len(scene.centres) - 2 in module.DOTS[int(row[2])]
+        assert len(scene.centres) - 2 == int(row[1])
         assert np.all(scene.centres - scene.extents[:, None] >= 0)
         assert np.all(scene.centres + scene.extents[:, None] <= module.SIZE)
         for i, j in itertools.combinations(range(len(scene.centres)), 2):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -56,12 +57,14 @@ def lines(data: TaskData, name: str) -> list[str]:
     return (data.public_dir / name).read_text(encoding="utf-8").splitlines()
 
 
-def decode(build: Callable[..., np.ndarray], sentence: str, candidates: set[str]) -> tuple[int, str] | None:
-    """The shift that turns ``sentence`` into one of ``candidates``, and that definition."""
-    for shift in range(26):
-        plain = build.__globals__["shift_letters"](sentence, -shift)
+def decode(build: Callable[..., np.ndarray], sentence: str, candidates: set[str], seed: int) -> tuple[int, str] | None:
+    """The alphabet of ``seed`` that turns ``sentence`` into one of ``candidates``, and that definition."""
+    module = build.__globals__
+    lower, upper = module["LOWER"], module["UPPER"]
+    for which, alphabet in enumerate(module["alphabets_for"](seed)):
+        plain = sentence.translate(str.maketrans(alphabet + alphabet.upper(), lower + upper))
         if plain in candidates:
-            return shift, plain
+            return which, plain
     return None
 
 
@@ -70,7 +73,7 @@ def test_specs() -> None:
     for spec in (plain, shuffled):
         assert spec.public_files == FILES
         assert spec.builder == TASKS_DIR / "sentence_topics" / "data.py"
-        assert spec.reference_path.is_file()
+        assert spec.reference_path == TASKS_DIR / "sentence_topics" / "reference.py"
         assert spec.prompt.count("```python") == 1 and spec.prompt.count("```") == 2
         # The prompt says the text is encoded and never how (issue 24; test_prompts.py lists the
         # phrases it must not contain, "0 to 25" among them).
@@ -96,25 +99,42 @@ def test_files_shapes_dtypes_and_balance(variant: str, request: pytest.FixtureRe
     assert np.bincount(answers, minlength=CLASSES).tolist() == [N_TEST // CLASSES] * CLASSES
 
 
-def test_every_sentence_is_a_shifted_definition_of_its_category(
-    data: TaskData, build: Callable[..., np.ndarray], definitions: list[set[str]]
+def test_every_sentence_is_a_definition_of_its_category_in_one_of_the_alphabets(
+    spec: TaskSpec, data: TaskData, build: Callable[..., np.ndarray], definitions: list[set[str]]
 ) -> None:
-    """Shifted back, each sentence is a WordNet definition filed under its label; shifts vary."""
+    """Read back through one of the seed's alphabets, each sentence is a WordNet definition filed under
+    its label; every alphabet carries a fair share of the sentences, in train and test alike."""
     labels = np.load(data.public_dir / "train_labels.npy")
     seen: dict[str, set[str]] = {"train": set(), "test": set()}
-    shifts = []
+    used: dict[str, list[int]] = {"train": [], "test": []}
     for split, ys in (("train", labels), ("test", data.answers())):
         for sentence, label in zip(lines(data, f"{split}_sentences.txt"), ys, strict=True):
-            found = decode(build, sentence, definitions[int(label)])
-            assert found is not None, f"{sentence!r} is no shifted definition of category {label}"
-            shifts.append(found[0])
+            found = decode(build, sentence, definitions[int(label)], spec.seed)
+            assert found is not None, f"{sentence!r} is no coded definition of category {label}"
+            used[split].append(found[0])
             seen[split].add(found[1])
     assert len(seen["train"]) == N_TRAIN and len(seen["test"]) == N_TEST, "a definition is used twice"
     assert not seen["train"] & seen["test"]
-    counts = np.bincount(shifts, minlength=26)
-    assert counts.min() > 0.5 * len(shifts) / 26, counts
+    n = build.__globals__["N_ALPHABETS"]
+    counts = np.bincount(used["train"] + used["test"], minlength=n)
+    assert len(counts) == n and counts.min() > 0.5 * (N_TRAIN + N_TEST) / n, counts
+    assert set(used["test"]) == set(range(n)), "every alphabet also writes test sentences"
     # Every category's definitions belong to it alone.
     assert all(not a & b for i, a in enumerate(definitions) for b in definitions[i + 1 :])
+
+
+def test_the_alphabets_are_unrelated_orderings(build: Callable[..., np.ndarray], spec: TaskSpec) -> None:
+    """Distinct permutations of the letters, none a rotation of another (so no letter shift maps one
+    spelling onto another), a fixed set per seed and a new one for the next seed."""
+    module = build.__globals__
+    lower = module["LOWER"]
+    alphabets = module["alphabets_for"](spec.seed)
+    assert len(alphabets) == module["N_ALPHABETS"] == 64
+    assert all(sorted(a) == list(lower) for a in alphabets)
+    steps = {tuple((lower.index(a[(i + 1) % 26]) - lower.index(a[i])) % 26 for i in range(26)) for a in alphabets}
+    assert len(steps) == len(alphabets) and all(len(set(s)) > 1 for s in steps)
+    assert module["alphabets_for"](spec.seed) == alphabets
+    assert not set(module["alphabets_for"](spec.seed + 1)) & set(alphabets)
 
 
 def test_bag_has_the_same_sentences_with_shuffled_words(data: TaskData, bag: TaskData) -> None:
@@ -127,10 +147,13 @@ def test_bag_has_the_same_sentences_with_shuffled_words(data: TaskData, bag: Tas
 
 
 def test_the_code_hides_the_words(data: TaskData) -> None:
-    """The commonest English words appear in only a small share of the coded sentences."""
+    """The commonest English words appear in only a small share of the coded sentences, and the
+    commonest coded word in not many more: each word has many spellings."""
     train = lines(data, "train_sentences.txt")
     for word in ("of", "the", "a"):
         assert np.mean([word in s.split() for s in train]) < 0.15
+    words = Counter(w for s in train for w in set(s.lower().split()))
+    assert words.most_common(1)[0][1] < 0.05 * len(train), words.most_common(3)
 
 
 def test_answers_not_in_public_files(data: TaskData, bag: TaskData) -> None:

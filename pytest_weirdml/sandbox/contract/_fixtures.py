@@ -1,7 +1,9 @@
 """The contract's fixtures and helpers: the backend under test, a task directory, one run.
 
 ``weirdml_backend`` is parametrised over the registered backends (``sandbox.BACKENDS``, every
-name but ``auto``), or over ``WEIRDML_CONTRACT_BACKENDS`` where the test module sets it.
+name but ``auto``), or over ``WEIRDML_CONTRACT_BACKENDS`` where the test module sets it; the
+cases that need isolation leave out the names in the module's ``WEIRDML_CONTRACT_UNISOLATED``
+(backends that promise no isolation, so those cases do not apply to them).
 ``weirdml_open_backend`` opens one by name (a backend that cannot work here skips its cases,
 saying why); override it to open a backend with settings of its own.
 """
@@ -53,6 +55,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         names = getattr(metafunc.module, "WEIRDML_CONTRACT_BACKENDS", None)
         if names is None:
             names = [name for name in BACKENDS.names() if name != AUTO]
+        if "isolated" in metafunc.fixturenames:
+            unisolated = set(getattr(metafunc.module, "WEIRDML_CONTRACT_UNISOLATED", ()))
+            names = [name for name in names if name not in unisolated]
         metafunc.parametrize("weirdml_backend", list(names), scope="module")
 
 
