@@ -83,6 +83,34 @@ def test_candidates_are_altered_and_never_reused(data: TaskData, split: str) -> 
             assert np.abs(window - patches[n, k]).max(axis=(1, 2)).min() > 0.0
 
 
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_candidates_differ_yet_look_alike(data: TaskData, build: Callable[..., np.ndarray], split: str) -> None:
+    """Each candidate differs from the others and holds garment; distractors are nearer the true
+    patch than the same square cut from a random other picture, and match it in brightness and
+    contrast. The squares were kept apart (``MIN_DIFF``) and on garment (``MIN_INK``) before the
+    gain and noise, so after them a few pairs of bright squares come closer and a few dark ones
+    lose some garment pixels."""
+    images, holes, patches, labels = load(data, split)
+    min_diff, ink, min_ink = (build.__globals__[name] for name in ("MIN_DIFF", "INK", "MIN_INK"))
+    pairs = np.abs(patches[:, :, None] - patches[:, None, :]).mean(axis=(3, 4))
+    off_diagonal = ~np.eye(K, dtype=bool)
+    assert np.median(pairs[:, off_diagonal]) >= 2 * min_diff
+    assert (pairs[:, off_diagonal] < min_diff).any(axis=1).mean() < 0.05
+    assert ((patches > ink).mean(axis=(2, 3)) >= min_ink - 1 / 8).all()
+    assert ((patches > ink).mean(axis=(2, 3)) < min_ink).mean() < 0.01
+    n = len(images)
+    true = patches[np.arange(n), labels]
+    distractor_gap = (pairs[np.arange(n), labels].sum(axis=1) / (K - 1)).mean()
+    rng = np.random.default_rng(0)
+    others = rng.permutation(n)
+    cut = [images[j, r : r + HOLE, c : c + HOLE] for j, (r, c) in zip(others, holes, strict=True)]
+    random_gap = np.mean([np.abs(a - t).mean() for a, t in zip(cut, true, strict=True)])
+    assert distractor_gap < 0.7 * random_gap
+    for stat in (patches.mean(axis=(2, 3)), patches.std(axis=(2, 3))):
+        for pick in (stat.argmax(axis=1), stat.argmin(axis=1)):
+            assert np.mean(pick == labels) < 0.25  # chance is 0.2
+
+
 def test_the_seams_alone_are_weak(data: TaskData) -> None:
     """Without learning, the candidate whose border continues the picture best is right well above
     chance but far from always."""
