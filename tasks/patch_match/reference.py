@@ -140,7 +140,7 @@ C = 10
 x_real = strips(*load("train"))
 y_real = torch.from_numpy(np.load("data/train_labels.npy").astype(np.int64))
 x_test = strips(*load("test"))
-t1 = time.time(); x_made, y_made = made_samples(N_MADE); print(f"made in {time.time()-t1:.1f}s")
+x_made, y_made = made_samples(N_MADE)
 print(f"strips {tuple(x_real.shape)}, made {tuple(x_made.shape)} in {time.time()-START:.1f}s", flush=True)
 perm = torch.randperm(len(x_real), generator=torch.Generator().manual_seed(0))
 xv, yv = x_real[perm[:300]], y_real[perm[:300]]  # fit on some real samples, all of which also train
