@@ -429,6 +429,10 @@ OWN_FACTS = {
             r"surround",
             r"brightness",
             r"texture",
+            r"\bgain\b",
+            r"scaled",
+            r"noise",
+            r"\bpool\b",
         ),
     ),
     "sequence_rules": OwnFacts(
