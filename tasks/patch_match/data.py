@@ -3,7 +3,9 @@
 Each sample is a 28x28 grayscale Fashion-MNIST picture with an 8x8 hole (set to 0) at a random
 place, and K = 5 candidate 8x8 patches: the one cut from the hole and 4 distractors cut at the
 same place from the pictures most like it (nearest neighbours, at half resolution, among the
-pictures of the same class in a random pool of the split). The distractors therefore look like
+pictures of the same class in a hidden pool of the split that is never shown; each pool picture
+gives at most one distractor). Every candidate, the true one included, is then scaled by a random
+gain, noised and rounded to 1/255 steps. The distractors therefore look like
 the right patch in content, brightness and texture; what tells them apart is how their edges
 continue the picture around the hole.
 
@@ -34,8 +36,12 @@ K = 5
 MIN_DIFF = 0.04  # mean absolute difference that keeps a distractor apart from the true patch
 MIN_INK = 0.5  # a hole (and a distractor) needs at least this share of non-background pixels
 INK = 0.05  # a pixel brighter than this is garment, not background
-NEIGHBOURS = 40  # nearest pictures of the same class whose patches may serve as distractors
-POOL = 8000  # pictures per split searched for neighbours
+NEIGHBOURS = 40  # nearest unused pool pictures of the same class whose patches may serve as distractors
+POOL = 6  # pictures per sample, apart from the samples' own, that give the distractors (never shown)
+GAP = 0  # the blacked-out square reaches this many pixels beyond the patch's square on every side
+JITTER = 0  # every candidate is cut up to this many pixels off the hole's place
+GAIN = 0.25  # every candidate's pixels are scaled by exp(uniform(-GAIN, GAIN))
+NOISE = 0.03  # and get Gaussian noise of this standard deviation
 
 FASHION_ENV = "WEIRDML_FASHION_MNIST_DIR"
 # Module constant so tests can point the system lookup at an empty directory.
@@ -82,48 +88,43 @@ def _load_split(folder: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
 
 def _hole(rng: np.random.Generator, image: np.ndarray) -> tuple[int, int] | None:
     """A hole position covering enough garment, or None when the picture has too little of it."""
+    lo, hi = MARGIN + GAP, SIDE - MARGIN - GAP - HOLE
     for _ in range(40):
-        r, c = (int(v) for v in rng.integers(MARGIN, SIDE - MARGIN - HOLE + 1, size=2))
+        r, c = (int(v) for v in rng.integers(lo, hi + 1, size=2))
         if (image[r : r + HOLE, c : c + HOLE] > INK).mean() >= MIN_INK:
             return r, c
     return None
 
 
-def _neighbours(pics: np.ndarray, kinds: np.ndarray) -> np.ndarray:
-    """For each picture, the ``NEIGHBOURS`` nearest pictures of its class, nearest first.
-
-    Distances are taken between 14x14 block sums of the 0..255 pixels: integers, so float64
-    arithmetic is exact whatever the BLAS, and ties are broken by index; the same seed picks the
-    same neighbours on every machine.
-    """
+def _blocks(pics: np.ndarray) -> np.ndarray:
+    """14x14 block sums of the 0..255 pixels, as exact float64 integers (same on every machine)."""
     small = pics.reshape(len(pics), SIDE // 2, 2, SIDE // 2, 2).sum(axis=(2, 4), dtype=np.int64)
-    flat = small.reshape(len(pics), -1).astype(np.float64)
-    out = np.empty((len(pics), NEIGHBOURS), dtype=np.int64)
-    for kind in np.unique(kinds):
-        members = np.flatnonzero(kinds == kind)
-        x = flat[members]
-        sq = (x**2).sum(axis=1)
-        dist = sq[:, None] + sq[None, :] - 2 * x @ x.T
-        np.fill_diagonal(dist, np.inf)
-        key = dist * len(members) + np.arange(len(members))  # unique and exact: ties go to the lower index
-        top = np.argpartition(key, NEIGHBOURS, axis=1)[:, :NEIGHBOURS]
-        top = np.take_along_axis(top, np.argsort(np.take_along_axis(key, top, axis=1), axis=1), axis=1)
-        out[members] = members[top]
-    return out
+    return small.reshape(len(pics), -1).astype(np.float64)
+
+
+def _alter(rng: np.random.Generator, source: np.ndarray, r: int, c: int) -> np.ndarray:
+    """The 8x8 square of ``source`` at (r, c), moved by up to ``JITTER`` pixels, scaled by a random
+    gain, with noise, rounded to 1/255 steps."""
+    dr, dc = (int(v) for v in rng.integers(-JITTER, JITTER + 1, size=2))
+    patch = source[r + dr : r + dr + HOLE, c + dc : c + dc + HOLE] * np.exp(rng.uniform(-GAIN, GAIN))
+    patch = patch + rng.normal(0.0, NOISE, size=patch.shape)
+    return (np.round(np.clip(patch, 0.0, 1.0) * 255) / 255).astype(np.float32)
 
 
 def _split(
     rng: np.random.Generator, images: np.ndarray, classes: np.ndarray, n: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    pool = np.sort(rng.choice(len(images), size=min(POOL, len(images)), replace=False))
-    neighbours = _neighbours(images[pool], classes[pool])
-    pics = images[pool].astype(np.float32) / 255.0
+    order = rng.permutation(len(images))
+    own, pool = np.sort(order[: 3 * n]), np.sort(order[3 * n : (3 + POOL) * n])
+    pics = images.astype(np.float32) / 255.0
+    blocks = _blocks(images)
+    used = np.zeros(len(images), dtype=bool)  # a pool picture gives at most one distractor
     out_images = np.empty((n, SIDE, SIDE), dtype=np.float32)
     out_holes = np.empty((n, 2), dtype=np.int64)
     out_patches = np.empty((n, K, HOLE, HOLE), dtype=np.float32)
     out_labels = rng.permutation(np.arange(n) % K).astype(np.int64)  # every index equally often
     done = 0
-    for i in rng.permutation(len(pics)):
+    for i in rng.permutation(own):
         if done == n:
             break
         hole = _hole(rng, pics[i])
@@ -131,22 +132,27 @@ def _split(
             continue
         r, c = hole
         true = pics[i, r : r + HOLE, c : c + HOLE]
-        near = pics[neighbours[i], r : r + HOLE, c : c + HOLE]
-        usable = (np.abs(near - true).mean(axis=(1, 2)) >= MIN_DIFF) & ((near > INK).mean(axis=(1, 2)) >= MIN_INK)
-        distractors: list[np.ndarray] = []
-        for patch in near[usable]:
+        mates = pool[(classes[pool] == classes[i]) & ~used[pool]]
+        dist = ((blocks[mates] - blocks[i]) ** 2).sum(axis=1)
+        near = mates[np.lexsort((mates, dist))[:NEIGHBOURS]]
+        chosen: list[int] = []
+        for j in near:
+            patch = pics[j, r : r + HOLE, c : c + HOLE]
+            if np.abs(patch - true).mean() < MIN_DIFF or (patch > INK).mean() < MIN_INK:
+                continue
             # Distractors must differ from each other too, or two candidates would be one.
-            if all(np.abs(patch - d).mean() >= MIN_DIFF for d in distractors):
-                distractors.append(patch)
-                if len(distractors) == K - 1:
+            if all(np.abs(patch - pics[d, r : r + HOLE, c : c + HOLE]).mean() >= MIN_DIFF for d in chosen):
+                chosen.append(int(j))
+                if len(chosen) == K - 1:
                     break
-        if len(distractors) < K - 1:
+        if len(chosen) < K - 1:
             continue
-        candidates = distractors[:]
-        candidates.insert(int(out_labels[done]), true)
-        out_patches[done] = np.stack(candidates)
+        used[chosen] = True
+        sources = chosen[:]
+        sources.insert(int(out_labels[done]), int(i))
+        out_patches[done] = np.stack([_alter(rng, pics[j], r, c) for j in sources])
         out_images[done] = pics[i]
-        out_images[done, r : r + HOLE, c : c + HOLE] = 0.0
+        out_images[done, r - GAP : r + HOLE + GAP, c - GAP : c + HOLE + GAP] = 0.0
         out_holes[done] = (r, c)
         done += 1
     if done < n:

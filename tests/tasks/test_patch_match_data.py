@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 from collections.abc import Callable
 from pathlib import Path
 
@@ -70,36 +69,35 @@ def test_shapes_dtypes_ranges_and_balance(data: TaskData, spec: TaskSpec, split:
 
 
 @pytest.mark.parametrize("split", ["train", "test"])
-def test_the_right_candidate_completes_a_fashion_mnist_picture(
-    data: TaskData, build: Callable[..., np.ndarray], split: str
-) -> None:
-    folder = build.__globals__["_fashion_dir"](build.__globals__["FASHION_SYSTEM_DIR"])
-    keys = {}
-    for which, name in (("train", "train-images-idx3-ubyte.gz"), ("test", "t10k-images-idx3-ubyte.gz")):
-        with gzip.open(folder / name, "rb") as fh:
-            keys[which] = {img.tobytes() for img in np.frombuffer(fh.read()[16:], dtype=np.uint8).reshape(-1, 28, 28)}
+def test_candidates_are_altered_and_never_reused(data: TaskData, split: str) -> None:
+    """No candidate, the right one included, is an exact copy of a square of any shown picture, and
+    no candidate appears twice: matching pixels across samples tells nothing."""
     images, holes, patches, labels = load(data, split)
-    other = "test" if split == "train" else "train"
-    for n in range(100):
-        (r, c), filled = holes[n], images[n].copy()
-        filled[r : r + HOLE, c : c + HOLE] = patches[n, labels[n]]
-        as_bytes = np.round(filled * 255).astype(np.uint8).tobytes()
-        assert as_bytes in keys[split]
-        wrong = (labels[n] + 1) % K
-        filled[r : r + HOLE, c : c + HOLE] = patches[n, wrong]
-        assert np.round(filled * 255).astype(np.uint8).tobytes() not in keys[split] | keys[other]
+    flat = np.round(patches.reshape(-1, HOLE * HOLE) * 255).astype(np.uint8)
+    keys = [p.tobytes() for p in flat[flat.min(axis=1) < 255]]  # a square of white garment saturates
+    assert len(set(keys)) == len(keys)
+    for n in range(50):
+        r, c = holes[n]
+        window = images[:, r : r + HOLE, c : c + HOLE]
+        for k in range(K):
+            assert np.abs(window - patches[n, k]).max(axis=(1, 2)).min() > 0.0
 
 
 @pytest.mark.parametrize("split", ["train", "test"])
 def test_candidates_differ_yet_look_alike(data: TaskData, build: Callable[..., np.ndarray], split: str) -> None:
     """Each candidate differs from the others and holds garment; distractors are nearer the true
-    patch than the same square cut from a random other picture."""
+    patch than the same square cut from a random other picture, and match it in brightness and
+    contrast. The squares were kept apart (``MIN_DIFF``) and on garment (``MIN_INK``) before the
+    gain and noise, so after them a few pairs of bright squares come closer and a few dark ones
+    lose some garment pixels."""
     images, holes, patches, labels = load(data, split)
     min_diff, ink, min_ink = (build.__globals__[name] for name in ("MIN_DIFF", "INK", "MIN_INK"))
     pairs = np.abs(patches[:, :, None] - patches[:, None, :]).mean(axis=(3, 4))
     off_diagonal = ~np.eye(K, dtype=bool)
-    assert (pairs[:, off_diagonal] >= min_diff - 1e-6).all()
-    assert ((patches > ink).mean(axis=(2, 3)) >= min_ink).all()
+    assert np.median(pairs[:, off_diagonal]) >= 2 * min_diff
+    assert (pairs[:, off_diagonal] < min_diff).any(axis=1).mean() < 0.05
+    assert ((patches > ink).mean(axis=(2, 3)) >= min_ink - 1 / 8).all()
+    assert ((patches > ink).mean(axis=(2, 3)) < min_ink).mean() < 0.01
     n = len(images)
     true = patches[np.arange(n), labels]
     distractor_gap = (pairs[np.arange(n), labels].sum(axis=1) / (K - 1)).mean()
@@ -108,10 +106,14 @@ def test_candidates_differ_yet_look_alike(data: TaskData, build: Callable[..., n
     cut = [images[j, r : r + HOLE, c : c + HOLE] for j, (r, c) in zip(others, holes, strict=True)]
     random_gap = np.mean([np.abs(a - t).mean() for a, t in zip(cut, true, strict=True)])
     assert distractor_gap < 0.7 * random_gap
+    for stat in (patches.mean(axis=(2, 3)), patches.std(axis=(2, 3))):
+        for pick in (stat.argmax(axis=1), stat.argmin(axis=1)):
+            assert np.mean(pick == labels) < 0.25  # chance is 0.2
 
 
-def test_edges_decide(data: TaskData) -> None:
-    """Without learning, the candidate whose border continues the picture best is often right."""
+def test_the_seams_alone_are_weak(data: TaskData) -> None:
+    """Without learning, the candidate whose border continues the picture best is right well above
+    chance but far from always."""
     images, holes, patches, labels = load(data, "test")
     costs = np.zeros((len(images), K))
     for n, (r, c) in enumerate(holes):
@@ -120,7 +122,7 @@ def test_edges_decide(data: TaskData) -> None:
         costs[n] += np.abs(p[:, -1, :] - images[n, r + HOLE, c : c + HOLE]).sum(1)
         costs[n] += np.abs(p[:, :, 0] - images[n, r : r + HOLE, c - 1]).sum(1)
         costs[n] += np.abs(p[:, :, -1] - images[n, r : r + HOLE, c + HOLE]).sum(1)
-    assert np.mean(costs.argmin(axis=1) == labels) > 0.5
+    assert 0.3 < np.mean(costs.argmin(axis=1) == labels) < 0.6
 
 
 def test_answers_not_in_public_files(data: TaskData) -> None:

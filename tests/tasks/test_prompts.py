@@ -372,12 +372,11 @@ OWN_FACTS = {
         (
             "15 pixels high and 7 pixels wide",
             "one digit from 1 to 6",
-            # The brightness order flips between the sets, and the prompt says so (tasks/digits_shift/README.md).
-            "in every training picture the digit is darker than its background",
-            "in every test picture it is lighter than its background",
+            # Which of digit and background is lighter is a fair coin per picture in both sets.
+            "and so does which of the two is lighter",
             "printed in a typeface, traced with pen-like strokes along a digit's path, or as blocky pixel characters",
             "0 typeface, 1 pen strokes, 2 pixel characters",
-            "one further way, which no training picture uses",
+            "the test pictures differ in style from the training pictures",
             "(6000, 15, 7, 3) | uint8",
             "(1000, 15, 7, 3) | uint8",
             "in the order of `test_data.npy`",
@@ -394,7 +393,15 @@ OWN_FACTS = {
             r"invert",
             r"\bnegative",
             r"dark ink",
-            r"may be darker or lighter",  # untrue of our data
+            r"darker than its background",  # untrue of our data: the order is a coin in both sets
+            r"scratch",
+            r"\blines?\b",
+            r"clutter",
+            r"occlu",
+            r"rotat",
+            r"bolder|thinner|hairline",
+            r"unequal|imbalanc|uneven|frequen",
+            r"7 ?x ?3|\bsevens?\b",
         ),
     ),
     "patch_match": OwnFacts(
@@ -422,6 +429,10 @@ OWN_FACTS = {
             r"surround",
             r"brightness",
             r"texture",
+            r"\bgain\b",
+            r"scaled",
+            r"noise",
+            r"\bpool\b",
         ),
     ),
     "sequence_rules": OwnFacts(
