@@ -16,11 +16,18 @@ most like this one (14x14 block sums), each a different picture, none too close 
 candidate; every candidate scaled by a random gain, noised (sd 0.03) and rounded to 1/255 steps.
 """
 from __future__ import annotations
-import math, os, time
+
+import math
+import os
+import time
+
 import numpy as np
+
 START = time.time()
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-import torch, torch.nn as nn, torch.nn.functional as F
+import torch  # noqa: E402  (after OMP_WAIT_POLICY is set)
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 BUDGET_S = float(os.environ.get("BUDGET", 75))  # seconds from start to the end of training
 N_MADE = int(os.environ.get("N_MADE", 16000))
@@ -40,7 +47,9 @@ def gains(images, holes, patches):
     img = np.pad(images, ((0, 0), (PAD, PAD), (PAD, PAD)))
     r, c = holes[:, :1] + PAD, holes[:, 1:] + PAD
     a, ix = np.arange(HOLE), np.arange(len(images))[:, None]
-    ring = np.concatenate([img[ix, r - 1, c + a], img[ix, r + HOLE, c + a], img[ix, r + a, c - 1], img[ix, r + a, c + HOLE]], 1)
+    ring = np.concatenate(
+        [img[ix, r - 1, c + a], img[ix, r + HOLE, c + a], img[ix, r + a, c - 1], img[ix, r + a, c + HOLE]], 1
+    )
     border = np.concatenate([patches[:, :, 0, :], patches[:, :, -1, :], patches[:, :, :, 0], patches[:, :, :, -1]], 2)
     gain = (border * ring[:, None]).sum(2) / ((border**2).sum(2) + 1e-3)
     return np.clip(gain, np.exp(-GAIN), np.exp(GAIN)).astype(np.float32)
@@ -174,17 +183,25 @@ def predict(m, x):
 model = Scorer()
 peak, bs, epoch = 3e-3, 128, 0
 opt = torch.optim.AdamW(model.parameters(), lr=peak, weight_decay=1e-4)
-t0 = time.time(); budget = max(BUDGET_S - (t0 - START), 10)
+t0 = time.time()
+budget = max(BUDGET_S - (t0 - START), 10)
 while time.time() - t0 < budget:
-    model.train(); tot = 0
+    model.train()
+    tot = 0
     for idx in torch.randperm(len(xt)).split(bs):
         frac = min((time.time() - t0) / budget, 1)
-        if frac >= 1: break
-        for g in opt.param_groups: g["lr"] = peak * min(1, frac / 0.05) * 0.5 * (1 + math.cos(math.pi * frac))
+        if frac >= 1:
+            break
+        for g in opt.param_groups:
+            g["lr"] = peak * min(1, frac / 0.05) * 0.5 * (1 + math.cos(math.pi * frac))
         loss = F.cross_entropy(model(turn(xt[idx])), yt[idx])
-        opt.zero_grad(); loss.backward(); opt.step(); tot += loss.item() * len(idx)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        tot += loss.item() * len(idx)
     epoch += 1
-    print(f"epoch {epoch} t={time.time()-START:.0f} loss {tot/len(xt):.3f} fit {(predict(model, xv).argmax(1)==yv).float().mean():.3f}", flush=True)
+    fit = (predict(model, xv).argmax(1) == yv).float().mean()
+    print(f"epoch {epoch} t={time.time() - START:.0f} loss {tot / len(xt):.3f} fit {fit:.3f}", flush=True)
 preds = predict(model, x_test).argmax(1).numpy()
 os.makedirs("results", exist_ok=True)
 np.savetxt("results/test_preds.txt", preds, fmt="%d")

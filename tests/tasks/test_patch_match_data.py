@@ -72,7 +72,7 @@ def test_shapes_dtypes_ranges_and_balance(data: TaskData, spec: TaskSpec, split:
 def test_candidates_are_altered_and_never_reused(data: TaskData, split: str) -> None:
     """No candidate, the right one included, is an exact copy of a square of any shown picture, and
     no candidate appears twice: matching pixels across samples tells nothing."""
-    images, holes, patches, labels = load(data, split)
+    images, holes, patches, _labels = load(data, split)
     flat = np.round(patches.reshape(-1, HOLE * HOLE) * 255).astype(np.uint8)
     keys = [p.tobytes() for p in flat[flat.min(axis=1) < 255]]  # a square of white garment saturates
     assert len(set(keys)) == len(keys)
