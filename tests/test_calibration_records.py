@@ -12,15 +12,16 @@ from pathlib import Path
 import pytest
 
 from pytest_weirdml.report.build import build_reports
+from pytest_weirdml.session import read_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 CALIBRATIONS = sorted(p.parent for p in ROOT.glob("tasks/*/calibration/records.jsonl"))
 
 
 def _scores(directory: Path) -> list[float]:
-    rows = [json.loads(line) for line in (directory / "records.jsonl").read_text().splitlines() if line.strip()]
-    iterations = sorted((r for r in rows if r.get("kind") == "iteration"), key=lambda r: r["iteration"])
-    return [float(r["score"]) for r in iterations]
+    """The one recorded run's iteration scores, read as the report reads them."""
+    (run,) = read_runs([directory])
+    return [iteration.score for iteration in run.iterations]
 
 
 def test_there_are_calibration_records() -> None:
