@@ -35,6 +35,7 @@ CLASSES = 4
 DROPLETS = (8, 24)  # droplet count, inclusive
 COPIES = (2, 2, 3, 1)  # landing spots per thrown droplet, by class
 SHIFT = 0.8  # standard deviation of a copy's shift in pixels
+JITTER = 0.28  # standard deviation of the log of a copy's distance factor (independent per copy)
 LOST = 0.15  # chance that a copy is lost
 HEAD = (0.8, 2.4)  # head radius of a droplet in pixels, log-uniform, before the per-splash scale
 TAIL = (1.5, 3.2)  # tail length over head radius
@@ -134,12 +135,17 @@ def _landings(rng: np.random.Generator, label: int, blot: float) -> list[tuple[n
         head = float(np.exp(rng.uniform(*np.log(HEAD)))) * scale
         tail = head * rng.uniform(*TAIL)
         reach = (tail + head) / 2
-        dist = blot * 1.3 + reach + GAP + rng.uniform(0.0, 1.0) ** 0.8 * spread
+        inner = blot * 1.3 + reach + GAP  # the nearest a droplet lands to the centre
+        dist = inner + rng.uniform(0.0, 1.0) ** 0.8 * spread
         # 30 candidate throws at once; the first whose landings keep clear of each other and of
         # the droplets already there wins.
         angles = _directions(rule, rng.uniform(0, 2 * np.pi, size=30), fold)
         tries, copies = angles.shape
-        where = dist * np.stack([np.cos(angles), np.sin(angles)], axis=2)
+        # Every copy flies its own distance: the throw's, times a log-normal factor; one that would
+        # fall short of the blot is reflected outwards (in log distance) about the nearest landing.
+        radii = dist * np.exp(rng.normal(0.0, JITTER, size=angles.shape))
+        radii = np.where(radii < inner, inner**2 / radii, radii)
+        where = radii[..., None] * np.stack([np.cos(angles), np.sin(angles)], axis=2)
         where += rng.normal(0.0, SHIFT, size=where.shape)
         sizes = head * np.exp(rng.normal(0.0, 0.1, size=(tries, copies)))
         kept = rng.random((tries, copies)) >= LOST if copies > 1 else np.ones((tries, 1), dtype=bool)
