@@ -8,9 +8,9 @@ but each its own distance, so only their directions (and sizes) pair up. This sc
    paint's is that of the pixels farthest from it; projecting every pixel onto the line between
    the two gives a paint coverage in [0, 1], whatever the colours.
 2. Label the connected paint regions; the biggest is the blot, the rest are droplets, each
-   reduced to its position, its amount of paint and the axis of its teardrop.
-3. The centre: the blot's centroid, pulled towards the point that the droplets' axes (their tails
-   point away from the centre) pass through, by weighted least squares.
+   reduced to its position and its amount of paint (its faint rim included).
+3. The centre: the blot's fingers pull its centroid aside, so the middle of its core (its pixels
+   weighted by how deep inside the blot they lie) is taken instead.
 4. For each candidate symmetry of the directions (turns by 1/2 and 1/3 of a circle, and as
    controls 1/4, 1/5 and an odd angle; mirrors about the best of 180 lines), every droplet's
    moved direction is compared with the other droplets' directions and sizes: a log likelihood
@@ -60,56 +60,36 @@ def coverage(img: np.ndarray) -> np.ndarray:
     return np.clip(((rgb - paper) @ axis) / (axis @ axis), 0.0, 1.0)
 
 
-def droplets(img: np.ndarray) -> tuple[complex, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The blot's centroid, and per droplet its position, amount of paint, axis and elongation.
-
-    Positions are complex (x + iy); an axis is a unit complex number (its sign is arbitrary)."""
+def droplets(img: np.ndarray) -> tuple[complex, np.ndarray, np.ndarray]:
+    """The blot's centre, and per droplet its position and amount of paint; positions are complex
+    (x + iy)."""
     alpha = coverage(img)
     labels, n = ndimage.label(alpha > 0.35)
     empty = np.zeros(0)
     if n < 1:
-        return complex(SIZE / 2, SIZE / 2), empty.astype(complex), empty, empty.astype(complex), empty
+        return complex(SIZE / 2, SIZE / 2), empty.astype(complex), empty
     flat = labels.ravel()
     w = alpha.ravel()
+    # The amount of paint counts the faint anti-aliased rim too: every region grown by a pixel.
+    grown = np.where(labels > 0, labels, ndimage.grey_dilation(labels, size=3)).ravel()
+    amount = np.bincount(grown, w, n + 1)[1:]
     mass = np.bincount(flat, w, n + 1)[1:]
     mx = np.bincount(flat, w * XX.ravel(), n + 1)[1:] / mass
     my = np.bincount(flat, w * YY.ravel(), n + 1)[1:] / mass
-    vxx = np.bincount(flat, w * XX.ravel() ** 2, n + 1)[1:] / mass - mx**2 + 1 / 12
-    vyy = np.bincount(flat, w * YY.ravel() ** 2, n + 1)[1:] / mass - my**2 + 1 / 12
-    vxy = np.bincount(flat, w * XX.ravel() * YY.ravel(), n + 1)[1:] / mass - mx * my
-    # The doubled angle of the principal axis, and how elongated the region is (0 for a disc).
-    doubled = (vxx - vyy) + 2j * vxy
-    spread = vxx + vyy
-    elong = np.abs(doubled) / np.maximum(spread, 1e-9)
-    axis = np.exp(0.5j * np.angle(doubled))
     points = mx + 1j * my
     blot = int(np.argmax(mass))
     keep = (np.arange(n) != blot) & (mass >= 1.2)
-    return points[blot], points[keep], mass[keep], axis[keep], elong[keep]
+    # The blot's fingers pull its centroid aside; the middle of its core (the pixels deepest inside
+    # it, weighted by their depth) sits nearer the centre the droplets flew from.
+    depth = ndimage.distance_transform_edt((labels == blot + 1) & (alpha > 0.5))
+    core = np.maximum(depth - 0.4 * depth.max(), 0.0) + 1e-9 * (labels == blot + 1)
+    centre = complex((core * XX).sum() / core.sum(), (core * YY).sum() / core.sum())
+    return centre, points[keep], amount[keep]
 
 
-def refine_centre(c0: complex, points: np.ndarray, mass: np.ndarray, axis: np.ndarray, elong: np.ndarray) -> complex:
-    """The point nearest (weighted least squares) to the droplets' axis lines, with the blot's centroid
-    as a prior; a droplet's weight grows with its elongation and mass and falls with its distance."""
-    if len(points) == 0:
-        return c0
-    r2 = np.maximum(np.abs(points - c0) ** 2, 4.0)
-    wt = AXIS_WEIGHT * elong**2 * np.minimum(mass, 12.0) / r2
-    normal = 1j * axis
-    nx, ny = normal.real, normal.imag
-    a = np.array([[np.sum(wt * nx * nx), np.sum(wt * nx * ny)], [np.sum(wt * nx * ny), np.sum(wt * ny * ny)]])
-    proj = wt * (nx * points.real + ny * points.imag)
-    b = np.array([np.sum(proj * nx), np.sum(proj * ny)])
-    a += np.eye(2) * PRIOR_WEIGHT
-    b += PRIOR_WEIGHT * np.array([c0.real, c0.imag])
-    cx, cy = np.linalg.solve(a, b)
-    return complex(cx, cy)
-
-
-AXIS_WEIGHT = 1.0
-PRIOR_WEIGHT = 1.0
 POS_SD = 1.0  # px: a droplet's shift plus the centre's error, for the angular tolerance
-SIZE_SD = 0.3  # log amount of paint between copies of one throw
+SIZE_SD = 0.35  # log amount of paint between copies of one throw
+SIZE_ODD = 0.2  # share of twins whose amounts differ more (cut by the edge, blurred, touching)
 TWIN = 0.8  # prior chance that a droplet's twin is there (copies are lost, some fall off the paper)
 SHIFTS = ((np.arange(-1, 2) * 0.6)[:, None] + 1j * (np.arange(-1, 2) * 0.6)[None, :]).reshape(-1)
 SHIFTS = SHIFTS[np.argsort(np.abs(SHIFTS), kind="stable")]  # the central centre first
@@ -140,10 +120,11 @@ def scores(z: np.ndarray, logm: np.ndarray, size_mu: float, size_sd: float) -> l
     n = z.shape[-1]
     theta = np.angle(z)
     r = np.maximum(np.abs(z), 3.0)
-    # Size likelihood ratio of j being i's twin: N(s_j - s_i; 0, SIZE_SD) over the population's density.
+    # Size likelihood ratio of j being i's twin: N(s_j - s_i; 0, SIZE_SD) over the population's density,
+    # with a share of odd twins whose amounts say nothing.
     ds = logm[None, :] - logm[:, None]
     pop = np.exp(-((logm - size_mu) ** 2) / (2 * size_sd**2)) / size_sd
-    size_like = np.exp(-(ds**2) / (2 * SIZE_SD**2)) / SIZE_SD / pop[None, :]
+    size_like = (1 - SIZE_ODD) * np.exp(-(ds**2) / (2 * SIZE_SD**2)) / SIZE_SD / pop[None, :] + SIZE_ODD
     size_like[np.eye(n, dtype=bool)] = 0.0
     per_shift = []
     best_axis = 0.0
@@ -158,9 +139,12 @@ def scores(z: np.ndarray, logm: np.ndarray, size_mu: float, size_sd: float) -> l
         # Mirror lines: all of them at the central centre, near the best one elsewhere.
         axes = AXES if k == 0 else best_axis + np.array([-1.0, -0.5, 0.0, 0.5, 1.0]) * (np.pi / 180)
         m = twin_llr(2 * axes[:, None] - th[None, :], th, var, size_like)  # (axes, n)
-        j = int(np.argmax(m.sum(axis=1)))
+        totals = m.sum(axis=1)
+        j = int(np.argmax(totals))
         if k == 0:
             best_axis = float(axes[j])
+            # The evidence for a mirror over every line, not just the best one.
+            mirror_evidence = float(totals[j] + np.log(np.mean(np.exp(totals - totals[j]))))
         feats.append(m[j])
         per_shift.append(feats)
     out: list[float] = []
@@ -168,7 +152,7 @@ def scores(z: np.ndarray, logm: np.ndarray, size_mu: float, size_sd: float) -> l
         k = int(np.argmax([per_shift[k][s].sum() for k in range(z.shape[0])]))
         llr = per_shift[k][s]
         out += [llr.sum(), llr.mean(), np.mean(llr > 0.7), np.median(llr)]
-    return out
+    return [*out, mirror_evidence]
 
 
 def harmonics(z: np.ndarray, mass: np.ndarray) -> list[float]:
@@ -183,14 +167,14 @@ def harmonics(z: np.ndarray, mass: np.ndarray) -> list[float]:
     return [*plain, *weighted]
 
 
-N_FEATURES = 6 * 4 + 12 + 4
+N_FEATURES = 6 * 4 + 1 + 12 + 4
 
 
 def features(img: np.ndarray, size_mu: float, size_sd: float) -> np.ndarray:
-    c0, points, mass, axis, elong = droplets(img)
+    c0, points, mass = droplets(img)
     if len(points) < 3:
         return np.zeros(N_FEATURES)
-    centre = refine_centre(c0, points, mass, axis, elong)
+    centre = c0
     z = points[None, :] - (centre + SHIFTS)[:, None]
     logm = np.log(mass)
     sym = scores(z, logm, size_mu, size_sd)
@@ -232,8 +216,9 @@ def fit(x: np.ndarray, y: np.ndarray, steps: int = 600, seed: int = 0) -> nn.Mod
 def predict(x_fit: np.ndarray, y_fit: np.ndarray, x: np.ndarray) -> np.ndarray:
     probs = 0
     for seed in range(SEEDS):
+        model = fit(x_fit, y_fit, seed=seed)
         with torch.no_grad():
-            probs = probs + F.softmax(fit(x_fit, y_fit, seed=seed)(torch.tensor(x, dtype=torch.float32)), 1)
+            probs = probs + F.softmax(model(torch.tensor(x, dtype=torch.float32)), 1)
     return probs.argmax(1).numpy()
 
 
