@@ -15,8 +15,11 @@ around the blot's centre:
 - 2 spinner: a three-armed spinner, so every droplet has twins a third of a turn away;
 - 3 free: droplets land at independent directions.
 
-Copies are imperfect: each is shifted by about a pixel, resized by about 10%, and lost with a
-chance of 15%, and every splash has up to two unpaired droplets. The blot itself is never
+Copies fly at the symmetric directions but each its own distance (a flick never throws both ways
+with the same strength): the throw's distance times an independent log-normal factor, so only the
+copies' directions and sizes pair up, not their positions. Copies are imperfect besides: each is
+shifted by about half a pixel, resized by about 10%, and lost with a chance of 10%, and every
+splash has up to two unpaired droplets. The blot itself is never
 symmetric, and the number of droplets, their directions, distances and sizes have the same
 distributions in every class; only the relations between droplets far apart tell the rule.
 """

@@ -39,6 +39,7 @@ np.random.seed(0)
 torch.set_num_threads(1)
 CLASSES = 4
 SIZE = 64
+MAX_DROPLETS = 32
 
 x_train = np.load("data/train_data.npy")
 y_train = np.load("data/train_labels.npy").astype(np.int64)
@@ -84,6 +85,8 @@ def droplets(img: np.ndarray) -> tuple[complex, np.ndarray, np.ndarray]:
     depth = ndimage.distance_transform_edt((labels == blot + 1) & (alpha > 0.5))
     core = np.maximum(depth - 0.4 * depth.max(), 0.0) + 1e-9 * (labels == blot + 1)
     centre = complex((core * XX).sum() / core.sum(), (core * YY).sum() / core.sum())
+    # At most 26 droplets land; a picture with far more regions has noise in it: keep the biggest.
+    keep = np.flatnonzero(keep)[np.argsort(-amount[keep], kind="stable")[:MAX_DROPLETS]]
     return centre, points[keep], amount[keep]
 
 
