@@ -15,8 +15,11 @@ around the blot's centre:
 - 2 spinner: a three-armed spinner, so every droplet has twins a third of a turn away;
 - 3 free: droplets land at independent directions.
 
-Copies are imperfect: each is shifted by about a pixel, resized by about 10%, and lost with a
-chance of 15%, and every splash has up to two unpaired droplets. The blot itself is never
+Copies fly at the symmetric directions but each its own distance (a flick never throws both ways
+with the same strength): the throw's distance times an independent log-normal factor, so only the
+copies' directions and sizes pair up, not their positions. Copies are imperfect besides: each is
+shifted by about half a pixel, resized by about 10%, and lost with a chance of 10%, and every
+splash has up to two unpaired droplets. The blot itself is never
 symmetric, and the number of droplets, their directions, distances and sizes have the same
 distributions in every class; only the relations between droplets far apart tell the rule.
 """
@@ -34,8 +37,9 @@ SS = 4  # supersampling factor: shapes are drawn at 4x and box-filtered down, fo
 CLASSES = 4
 DROPLETS = (8, 24)  # droplet count, inclusive
 COPIES = (2, 2, 3, 1)  # landing spots per thrown droplet, by class
-SHIFT = 0.8  # standard deviation of a copy's shift in pixels
-LOST = 0.15  # chance that a copy is lost
+SHIFT = 0.5  # standard deviation of a copy's shift in pixels
+JITTER = 0.28  # standard deviation of the log of a copy's distance factor (independent per copy)
+LOST = 0.1  # chance that a copy is lost
 HEAD = (0.8, 2.4)  # head radius of a droplet in pixels, log-uniform, before the per-splash scale
 TAIL = (1.5, 3.2)  # tail length over head radius
 GAP = 1.5  # droplets keep this many pixels clear of the blot and of each other
@@ -134,12 +138,17 @@ def _landings(rng: np.random.Generator, label: int, blot: float) -> list[tuple[n
         head = float(np.exp(rng.uniform(*np.log(HEAD)))) * scale
         tail = head * rng.uniform(*TAIL)
         reach = (tail + head) / 2
-        dist = blot * 1.3 + reach + GAP + rng.uniform(0.0, 1.0) ** 0.8 * spread
+        inner = blot * 1.3 + reach + GAP  # the nearest a droplet lands to the centre
+        dist = inner + rng.uniform(0.0, 1.0) ** 0.8 * spread
         # 30 candidate throws at once; the first whose landings keep clear of each other and of
         # the droplets already there wins.
         angles = _directions(rule, rng.uniform(0, 2 * np.pi, size=30), fold)
         tries, copies = angles.shape
-        where = dist * np.stack([np.cos(angles), np.sin(angles)], axis=2)
+        # Every copy flies its own distance: the throw's, times a log-normal factor; one that would
+        # fall short of the blot is reflected outwards (in log distance) about the nearest landing.
+        radii = dist * np.exp(rng.normal(0.0, JITTER, size=angles.shape))
+        radii = np.where(radii < inner, inner**2 / radii, radii)
+        where = radii[..., None] * np.stack([np.cos(angles), np.sin(angles)], axis=2)
         where += rng.normal(0.0, SHIFT, size=where.shape)
         sizes = head * np.exp(rng.normal(0.0, 0.1, size=(tries, copies)))
         kept = rng.random((tries, copies)) >= LOST if copies > 1 else np.ones((tries, 1), dtype=bool)
