@@ -40,11 +40,16 @@ def paint(images: np.ndarray) -> np.ndarray:
     return np.linalg.norm(rgb - np.median(border, axis=1)[:, None, None], axis=3)
 
 
+def gap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Angle between directions ``a`` and ``b`` in radians, in [0, pi] (wrapped)."""
+    return np.abs(np.angle(np.exp(1j * (a - b))))
+
+
 def twins(moved: np.ndarray, theta: np.ndarray, tolerance: float = 0.05) -> np.ndarray:
     """Share of droplets (directions from the centre) whose moved direction in ``moved`` (..., n)
     lies within ``tolerance`` radians of another droplet's direction. Copies fly their own
     distances, so only their directions pair up."""
-    d = np.abs(np.angle(np.exp(1j * (moved[..., :, None] - theta)))) + np.eye(len(theta)) * 1e9
+    d = gap(moved[..., :, None], theta) + np.eye(len(theta)) * 1e9
     return np.mean(d.min(axis=-1) < tolerance, axis=-1)
 
 
@@ -140,7 +145,7 @@ def test_copies_fly_their_own_distances(module: Any) -> None:
     ratios = []
     for _ in range(200):
         z = np.array([w[0] + 1j * w[1] for w, _, _ in module._landings(rng, 1, 5.0)])
-        d = np.abs(np.angle(np.exp(1j * (np.angle(z)[None] - np.angle(z)[:, None] - np.pi))))
+        d = gap(np.angle(z)[None], np.angle(z)[:, None] + np.pi)
         d += np.eye(len(z)) * 1e9
         twin = d.argmin(axis=1)
         close = d.min(axis=1) < 0.03
