@@ -131,7 +131,9 @@ def _clutter_piece(rng: np.random.Generator, density: float, jitter: float) -> n
         # A broken line of one to three straight segments, turning by any angle at each corner.
         n_seg = int(rng.integers(1, 4))
         lengths = rng.uniform(0.3, 1.2, size=n_seg) * scale
-        heading = rng.uniform(0, 2 * np.pi) + np.concatenate([[0.0], np.cumsum(rng.uniform(0.35, 2.8, n_seg - 1) * rng.choice([-1, 1], n_seg - 1))])
+        start = rng.uniform(0, 2 * np.pi)
+        turns = rng.uniform(0.35, 2.8, n_seg - 1) * rng.choice([-1, 1], n_seg - 1)
+        heading = start + np.concatenate([[0.0], np.cumsum(turns)])
         steps = np.stack([np.cos(heading), np.sin(heading)], axis=1) * lengths[:, None]
         verts = rng.uniform(0.1, 0.9, size=2) + np.concatenate([np.zeros((1, 2)), np.cumsum(steps, axis=0)])
         cum = np.concatenate([[0.0], np.cumsum(lengths)])
@@ -159,8 +161,8 @@ def _runs(rng: np.random.Generator, t: np.ndarray) -> list[np.ndarray]:
 
 
 def _cloud(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One cloud's points (P, 2), its 0/1 presence row over the five kinds, and the (P,) index of
-    the shape each point is on (-1 for clutter and noise)."""
+    """One cloud's points (P, 2) in the order the files hold them, its 0/1 presence row over the
+    five kinds, and the (P,) index of the shape each point is on (-1 clutter, -2 noise)."""
     count = int(rng.choice(3, p=N_SHAPES_P)) + 1
     kinds = rng.choice(len(KINDS), size=count, replace=False)
     density = rng.uniform(*DENSITY)
@@ -179,7 +181,8 @@ def _cloud(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray
     pieces.extend(clutter)
     pieces.append(_noise(rng, round(shape_points * rng.uniform(*NOISE))))
     points = np.clip(np.concatenate(pieces), 0.0, 1.0)
-    owner = np.full(len(points), -1, dtype=np.int64)
+    owner = np.full(len(points), -2, dtype=np.int64)
+    owner[shape_points : shape_points + sum(len(c) for c in clutter)] = -1
     # Write-out: every run of outline points is one block, every other point a block of its own;
     # the blocks go in random order, except that each shape's runs keep their order along it.
     singles = np.arange(shape_points, len(points))

@@ -1,14 +1,18 @@
-"""shapes_crowd reference: each ragged cloud becomes a fixed-size 2-D histogram, a small CNN with
-global pooling answers five yes/no questions at once.
+"""shapes_crowd reference: the points that chain together in the files become a fixed-size 2-D
+image, a small CNN with global pooling answers five yes/no questions at once.
 
-The point count varies, so the cloud is binned into an image whatever its size: one channel holds
-all points, a second only the points whose 8th neighbour is close (outline points crowd along a
-line, background noise is spread out), both scaled by the cloud's own count so that density does
-not matter. Shapes sit anywhere, so convolutions with global max pooling look for each kind's
-local pattern (corners of 60, 90, 108 or 36 degrees, or none) wherever it is. Several kinds can be
-present at once, so the head has five independent sigmoid outputs trained with binary
-cross-entropy. The eight symmetries of the square keep the data's distribution, so they serve as
-augmentation and test-time augmentation.
+The clutter lies along lines, arcs and stretches of outlines as densely as the shapes do, so an
+image of all points shows shapes that are not there. What sets the outlines apart is the files'
+order: a shape's points are written in runs along its outline, so a file neighbour is a few
+thousandths away, while clutter and noise come one point at a time in random order. Points linked
+to their file neighbours (closer than LINK) in chains of at least MIN_CHAIN are kept, the rest
+dropped; the image holds the kept points and lines drawn along each chain, scaled by the chains'
+own spacing so that density does not matter. Shapes sit anywhere, so convolutions with global max
+pooling look for each kind's local pattern (corners of 60, 90, 108 or 36 degrees, or none)
+wherever it is. Several kinds can be present at once, so the head has five independent sigmoid
+outputs trained with binary cross-entropy. The eight symmetries of the square keep the data's
+distribution, so they serve as augmentation and test-time augmentation. Training runs on a
+wall-clock budget that leaves room for prediction.
 """
 
 from __future__ import annotations
