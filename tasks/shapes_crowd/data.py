@@ -4,8 +4,13 @@ Every cloud draws one, two or three shapes of different kinds among the five of 
 (circle, square, triangle, pentagon, star), each with its own size, position and rotation; shapes
 may overlap. Points fall along each outline at a density drawn per cloud, so bigger shapes and
 denser clouds give more points, and unevenly (dense runs, thin stretches and gaps); they scatter
-around the exact outline by a width drawn per cloud. Noise is a uniform background, in many clouds
-mixed with Gaussian clumps. The point count therefore varies from cloud to cloud.
+around the exact outline by a width drawn per cloud. Clutter lies as densely along stretches of
+outlines of any kind, broken lines and arcs; noise is a uniform background, in many clouds mixed
+with Gaussian clumps. The point count therefore varies from cloud to cloud.
+
+The files' order (data version 2): a shape's points are written in the order they lie along its
+outline, from a random start and in either direction, in runs of a few points each; the runs sit at
+random places among the clutter and noise points, which come one at a time in random order.
 
 Ragged layout, loadable without pickle: ``*_data.npy`` is a float32 (P, 2) array of all points,
 cloud after cloud; ``*_offsets.npy`` is an int64 (N + 1,) array, cloud i being
