@@ -4,8 +4,13 @@ Every cloud draws one, two or three shapes of different kinds among the five of 
 (circle, square, triangle, pentagon, star), each with its own size, position and rotation; shapes
 may overlap. Points fall along each outline at a density drawn per cloud, so bigger shapes and
 denser clouds give more points, and unevenly (dense runs, thin stretches and gaps); they scatter
-around the exact outline by a width drawn per cloud. Noise is a uniform background, in many clouds
-mixed with Gaussian clumps. The point count therefore varies from cloud to cloud.
+around the exact outline by a width drawn per cloud. Clutter lies as densely along stretches of
+outlines of any kind, broken lines and arcs; noise is a uniform background, in many clouds mixed
+with Gaussian clumps. The point count therefore varies from cloud to cloud.
+
+The files' order (data version 2): a shape's points are written in the order they lie along its
+outline, from a random start and in either direction, in runs of a few points each; the runs sit at
+random places among the clutter and noise points, which come one at a time in random order.
 
 Ragged layout, loadable without pickle: ``*_data.npy`` is a float32 (P, 2) array of all points,
 cloud after cloud; ``*_offsets.npy`` is an int64 (N + 1,) array, cloud i being
@@ -30,6 +35,11 @@ DENSITY = (130.0, 320.0)  # outline points per unit of outline length, drawn per
 JITTER = (0.01, 0.035)  # scatter around the outline, relative to the circumradius
 NOISE = (0.1, 0.7)  # noise points as a share of the outline points
 CLUMPED = 0.5  # chance that part of the noise forms clumps
+CLUTTER_PIECES = (3, 8)  # pieces of clutter per cloud, inclusive
+CLUTTER_KINDS = (0.4, 0.3, 0.3)  # a stretch of an outline, a broken line, an arc
+CLUTTER_OUTLINE_SHARE = (0.3, 0.8)  # how much of an outline a stretch of clutter covers
+CLUTTER_ARC_SPAN = (1.0, 4.7)  # radians of a clutter arc
+RUN = (3, 15)  # outline points per run in the files, inclusive
 
 
 def _outline(kind: int) -> np.ndarray:
@@ -106,29 +116,97 @@ def _noise(rng: np.random.Generator, n: int) -> np.ndarray:
     return np.concatenate(pieces)
 
 
-def _cloud(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """One cloud's points (P, 2) and its 0/1 presence row over the five kinds."""
+def _rotation(rng: np.random.Generator) -> np.ndarray:
+    angle = rng.uniform(0, 2 * np.pi)
+    return np.array([[np.cos(angle), np.sin(angle)], [-np.sin(angle), np.cos(angle)]])
+
+
+def _clutter_piece(rng: np.random.Generator, density: float, jitter: float) -> np.ndarray:
+    """One piece of clutter: a stretch of a shape's outline, a broken line, or an arc of a circle."""
+    scale = float(np.exp(rng.uniform(*np.log(RADIUS))))
+    what = rng.choice(3, p=CLUTTER_KINDS)
+    if what == 0:
+        # A contiguous stretch of some kind's outline, anywhere along it.
+        kind = int(rng.integers(len(KINDS)))
+        share = rng.uniform(*CLUTTER_OUTLINE_SHARE)
+        t = np.mod(rng.random() + share * rng.random(round(density * scale * PERIMETER[kind] * share)), 1.0)
+        centre = rng.uniform(scale, 1 - scale, size=2)
+        curve = _at_arclength(kind, t) * scale @ _rotation(rng) + centre
+    elif what == 1:
+        # A broken line of one to three straight segments, turning by any angle at each corner.
+        n_seg = int(rng.integers(1, 4))
+        lengths = rng.uniform(0.3, 1.2, size=n_seg) * scale
+        start = rng.uniform(0, 2 * np.pi)
+        turns = rng.uniform(0.35, 2.8, n_seg - 1) * rng.choice([-1, 1], n_seg - 1)
+        heading = start + np.concatenate([[0.0], np.cumsum(turns)])
+        steps = np.stack([np.cos(heading), np.sin(heading)], axis=1) * lengths[:, None]
+        verts = rng.uniform(0.1, 0.9, size=2) + np.concatenate([np.zeros((1, 2)), np.cumsum(steps, axis=0)])
+        cum = np.concatenate([[0.0], np.cumsum(lengths)])
+        s = rng.random(round(density * cum[-1])) * cum[-1]
+        i = np.clip(np.searchsorted(cum, s, side="right") - 1, 0, n_seg - 1)
+        frac = ((s - cum[i]) / lengths[i])[:, None]
+        curve = verts[i] * (1 - frac) + verts[i + 1] * frac
+    else:
+        # An arc of a circle as large as the shapes' circles.
+        span = rng.uniform(*CLUTTER_ARC_SPAN)
+        a = rng.uniform(0, 2 * np.pi) + span * rng.random(round(density * scale * span))
+        curve = rng.uniform(0.1, 0.9, size=2) + scale * np.stack([np.cos(a), np.sin(a)], axis=1)
+    return curve + rng.normal(0.0, jitter * scale, size=curve.shape)
+
+
+def _runs(rng: np.random.Generator, t: np.ndarray) -> list[np.ndarray]:
+    """Indices of an outline's points in the order they lie along it, from a random start and in
+    either direction, cut into runs of RUN consecutive points."""
+    order = np.argsort(t)
+    order = np.roll(order, -int(rng.integers(len(order)))) if len(order) else order
+    if rng.random() < 0.5:
+        order = order[::-1]
+    cuts = np.cumsum(rng.integers(RUN[0], RUN[1] + 1, size=len(order) // RUN[0] + 1))
+    return [r for r in np.split(order, cuts[cuts < len(order)]) if len(r)]
+
+
+def _cloud(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One cloud's points (P, 2) in the order the files hold them, its 0/1 presence row over the
+    five kinds, and the (P,) index of the shape each point is on (-1 clutter, -2 noise)."""
     count = int(rng.choice(3, p=N_SHAPES_P)) + 1
     kinds = rng.choice(len(KINDS), size=count, replace=False)
     density = rng.uniform(*DENSITY)
     jitter = rng.uniform(*JITTER)
-    pieces = []
+    pieces, runs = [], []
+    n_points = 0
     for kind, (radius, centre) in zip(kinds, _placements(rng, count), strict=True):
-        angle = rng.uniform(0, 2 * np.pi)
-        rot = np.array([[np.cos(angle), np.sin(angle)], [-np.sin(angle), np.cos(angle)]])
         t = _arclengths(rng, round(density * radius * PERIMETER[kind]))
-        outline = _at_arclength(int(kind), t) * radius @ rot + centre
+        outline = _at_arclength(int(kind), t) * radius @ _rotation(rng) + centre
         pieces.append(outline + rng.normal(0.0, jitter * radius, size=outline.shape))
-    shape_points = sum(len(p) for p in pieces)
+        runs.append([n_points + r for r in _runs(rng, t)])
+        n_points += len(t)
+    shape_points = n_points
+    n_pieces = int(rng.integers(CLUTTER_PIECES[0], CLUTTER_PIECES[1] + 1))
+    clutter = [_clutter_piece(rng, density, jitter) for _ in range(n_pieces)]
+    pieces.extend(clutter)
     pieces.append(_noise(rng, round(shape_points * rng.uniform(*NOISE))))
     points = np.clip(np.concatenate(pieces), 0.0, 1.0)
+    owner = np.full(len(points), -2, dtype=np.int64)
+    owner[shape_points : shape_points + sum(len(c) for c in clutter)] = -1
+    # Write-out: every run of outline points is one block, every other point a block of its own;
+    # the blocks go in random order, except that each shape's runs keep their order along it.
+    singles = np.arange(shape_points, len(points))
+    blocks = [r for shape_runs in runs for r in shape_runs] + list(singles[:, None])
+    keys = rng.random(len(blocks))
+    first = 0
+    for s, shape_runs in enumerate(runs):
+        keys[first : first + len(shape_runs)] = np.sort(keys[first : first + len(shape_runs)])
+        for r in shape_runs:
+            owner[r] = s
+        first += len(shape_runs)
+    order = np.concatenate([blocks[b] for b in np.argsort(keys, kind="stable")])
     present = np.zeros(len(KINDS), dtype=np.int64)
     present[kinds] = 1
-    return points[rng.permutation(len(points))], present
+    return points[order], present, owner[order]
 
 
 def _split(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    clouds, present = zip(*(_cloud(rng) for _ in range(n)), strict=True)
+    clouds, present, _ = zip(*(_cloud(rng) for _ in range(n)), strict=True)
     offsets = np.concatenate([[0], np.cumsum([len(c) for c in clouds])]).astype(np.int64)
     return np.concatenate(clouds).astype(np.float32), offsets, np.stack(present)
 
