@@ -4,12 +4,13 @@ Each sample is a 28x28 grayscale Fashion-MNIST picture with an 8x8 hole (set to 
 place, and K = 5 candidate 8x8 patches: the one cut from the hole and 4 distractors cut at the
 same place from the pictures most like it (nearest neighbours, at half resolution, among the
 pictures of the same class in a hidden pool of the split that is never shown; each pool picture
-gives at most one distractor). Every candidate, the true one included, is then turned and/or
-mirrored by its own element of the symmetries of the square (``TURNS`` of them, drawn uniformly and
-independently per candidate), scaled by a random gain, noised and rounded to 1/255 steps. The
-distractors therefore look like the right patch in content, brightness and texture; what tells
-them apart is how their edges continue the picture around the hole once each candidate is turned
-back, and the turn is not shown.
+gives at most one distractor). Every candidate, the true one included, is then turned by its
+own element of the symmetries of the square (the first ``TURNS`` of ``orient``: with 4, a quarter
+turn 0 to 3 times; 8 would add the mirrored ones), drawn uniformly and independently per
+candidate, then scaled by a random gain, noised and rounded to 1/255 steps. The distractors
+therefore look like the right patch in content, brightness and texture; what tells them apart is
+how their edges continue the picture around the hole once each candidate is turned back, and the
+turn is not shown.
 
 The hole lies at least 2 pixels inside the border and covers part of the garment (it is re-drawn
 while more than half of its pixels are background). A neighbour's patch too close to the true
@@ -44,7 +45,7 @@ GAP = 0  # the blacked-out square reaches this many pixels beyond the patch's sq
 JITTER = 0  # every candidate is cut up to this many pixels off the hole's place
 GAIN = 0.25  # every candidate's pixels are scaled by exp(uniform(-GAIN, GAIN))
 NOISE = 0.03  # and get Gaussian noise of this standard deviation
-TURNS = 8  # every candidate is turned by one of the first TURNS elements of ``orient`` (8: all of them)
+TURNS = 4  # every candidate gets one of the first TURNS elements of ``orient`` (4: turns only; 8: all)
 
 FASHION_ENV = "WEIRDML_FASHION_MNIST_DIR"
 # Module constant so tests can point the system lookup at an empty directory.
