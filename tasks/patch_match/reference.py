@@ -21,7 +21,7 @@ most like this one (14x14 block sums), each a different picture, none too close 
 candidate; every candidate turned by a random one of the TURNS symmetries of the square, scaled by
 a random gain, noised (sd 0.03) and rounded to 1/255 steps; the training pictures' holes are filled
 with the right candidate turned back by the orientation whose border fits the ring best. Strips
-are made batch by batch (all oriented candidates of all made samples would take gigabytes).
+of all samples (20 oriented candidates each) are made once and kept in half precision (0.3 GB).
 """
 
 from __future__ import annotations
@@ -198,6 +198,8 @@ val = [a[perm[:300].numpy()] for a in real]  # fit on some real samples, all of 
 yv = y_real[perm[:300]]
 pool = [np.concatenate([a, b]) for a, b in zip(real, made, strict=True)]
 yt = torch.cat([y_real, y_made])
+# all strips at once, in half precision (N, K * TURNS, 4, C, 8): 0.3 GB for 18000 samples
+xt = torch.cat([strips(*(a[s : s + 1000] for a in pool)).half() for s in range(0, len(yt), 1000)])
 
 
 class Scorer(nn.Module):
@@ -255,7 +257,7 @@ while time.time() - t0 < budget:
             break
         for g in opt.param_groups:
             g["lr"] = peak * min(1, frac / 0.05) * 0.5 * (1 + math.cos(math.pi * frac))
-        x = strips(*(a[idx.numpy()] for a in pool))
+        x = xt[idx].float()
         loss = F.cross_entropy(model(augment(x)), yt[idx])
         opt.zero_grad()
         loss.backward()

@@ -88,10 +88,10 @@ def test_candidates_are_altered_and_never_reused(data: TaskData, split: str) -> 
 @pytest.mark.parametrize("split", ["train", "test"])
 def test_candidates_differ_yet_look_alike(data: TaskData, build: Callable[..., np.ndarray], split: str) -> None:
     """Each candidate differs from the others and holds garment; distractors are nearer the true
-    patch than the same square cut from a random other picture, and match it in brightness and
-    contrast. The squares were kept apart (``MIN_DIFF``) and on garment (``MIN_INK``) before the
-    gain and noise, so after them a few pairs of bright squares come closer and a few dark ones
-    lose some garment pixels."""
+    patch than the same square cut from a random other picture (each in its best orientation, as
+    every candidate is turned), and match it in brightness and contrast. The squares were kept
+    apart (``MIN_DIFF``) and on garment (``MIN_INK``) before the gain and noise, so after them a
+    few pairs of bright squares come closer and a few dark ones lose some garment pixels."""
     images, holes, patches, labels = load(data, split)
     min_diff, ink, min_ink = (build.__globals__[name] for name in ("MIN_DIFF", "INK", "MIN_INK"))
     pairs = np.abs(patches[:, :, None] - patches[:, None, :]).mean(axis=(3, 4))
@@ -102,11 +102,14 @@ def test_candidates_differ_yet_look_alike(data: TaskData, build: Callable[..., n
     assert ((patches > ink).mean(axis=(2, 3)) < min_ink).mean() < 0.01
     n = len(images)
     true = patches[np.arange(n), labels]
-    distractor_gap = (pairs[np.arange(n), labels].sum(axis=1) / (K - 1)).mean()
+    # every candidate is turned: compare each square with the true patch in its best orientation
+    turns = range(build.__globals__["TURNS"])
+    best = np.min([np.abs(orient_all(patches, t) - true[:, None]).mean(axis=(2, 3)) for t in turns], axis=0)
+    distractor_gap = (best.sum(axis=1) / (K - 1)).mean()  # the true patch's own entry is 0
     rng = np.random.default_rng(0)
     others = rng.permutation(n)
-    cut = [images[j, r : r + HOLE, c : c + HOLE] for j, (r, c) in zip(others, holes, strict=True)]
-    random_gap = np.mean([np.abs(a - t).mean() for a, t in zip(cut, true, strict=True)])
+    cut = np.stack([images[j, r : r + HOLE, c : c + HOLE] for j, (r, c) in zip(others, holes, strict=True)])
+    random_gap = np.min([np.abs(orient_all(cut, t) - true).mean(axis=(1, 2)) for t in turns], axis=0).mean()
     assert distractor_gap < 0.7 * random_gap
     for stat in (patches.mean(axis=(2, 3)), patches.std(axis=(2, 3))):
         for pick in (stat.argmax(axis=1), stat.argmin(axis=1)):
@@ -190,13 +193,16 @@ def test_undoing_the_turn_gives_back_the_source_square(
     holes, patches, turns, sources = inside["holes"], inside["patches"], inside["turns"], inside["sources"]
     pictures = inside["pictures"]
     n = 400
-    worse = []
+    worse, saturated = [], 0
     for i in range(n):
         r, c = holes[i]
         for k in range(K):
             square = pictures[sources[i, k], r : r + HOLE, c : c + HOLE].astype(np.float64)
             back = unorient(patches[i, k], int(turns[i, k])).astype(np.float64)
             unsat = (back < 0.99) & (back > 0.01)  # clipping at 0 and 1 hides the gain
+            if unsat.sum() < 16:  # a square of white garment saturates: nothing to fit
+                saturated += 1
+                continue
             gain = (back[unsat] * square[unsat]).sum() / (square[unsat] ** 2).sum()
             assert 1 / gain_bound - 0.03 < gain < gain_bound + 0.03
             residual = back[unsat] - gain * square[unsat]
@@ -207,7 +213,7 @@ def test_undoing_the_turn_gives_back_the_source_square(
     for i, (r, c) in enumerate(holes[:n]):
         own[i, r : r + HOLE, c : c + HOLE] = 0.0
     assert np.array_equal(own, inside["images"][:n])
-    assert np.mean(worse) > 0.95
+    assert np.mean(worse) > 0.95 and saturated < 0.05 * n * K
 
 
 def test_answers_not_in_public_files(data: TaskData) -> None:
