@@ -4,10 +4,13 @@ Each sample is a 28x28 grayscale Fashion-MNIST picture with an 8x8 hole (set to 
 place, and K = 5 candidate 8x8 patches: the one cut from the hole and 4 distractors cut at the
 same place from the pictures most like it (nearest neighbours, at half resolution, among the
 pictures of the same class in a hidden pool of the split that is never shown; each pool picture
-gives at most one distractor). Every candidate, the true one included, is then scaled by a random
-gain, noised and rounded to 1/255 steps. The distractors therefore look like
-the right patch in content, brightness and texture; what tells them apart is how their edges
-continue the picture around the hole.
+gives at most one distractor). Every candidate, the true one included, is then turned by its
+own element of the symmetries of the square (the first ``TURNS`` of ``orient``: with 4, a quarter
+turn 0 to 3 times; 8 would add the mirrored ones), drawn uniformly and independently per
+candidate, then scaled by a random gain, noised and rounded to 1/255 steps. The distractors
+therefore look like the right patch in content, brightness and texture; what tells them apart is
+how their edges continue the picture around the hole once each candidate is turned back, and the
+turn is not shown.
 
 The hole lies at least 2 pixels inside the border and covers part of the garment (it is re-drawn
 while more than half of its pixels are background). A neighbour's patch too close to the true
@@ -42,6 +45,7 @@ GAP = 0  # the blacked-out square reaches this many pixels beyond the patch's sq
 JITTER = 0  # every candidate is cut up to this many pixels off the hole's place
 GAIN = 0.25  # every candidate's pixels are scaled by exp(uniform(-GAIN, GAIN))
 NOISE = 0.03  # and get Gaussian noise of this standard deviation
+TURNS = 4  # every candidate gets one of the first TURNS elements of ``orient`` (4: turns only; 8: all)
 
 FASHION_ENV = "WEIRDML_FASHION_MNIST_DIR"
 # Module constant so tests can point the system lookup at an empty directory.
@@ -102,18 +106,35 @@ def _blocks(pics: np.ndarray) -> np.ndarray:
     return small.reshape(len(pics), -1).astype(np.float64)
 
 
-def _alter(rng: np.random.Generator, source: np.ndarray, r: int, c: int) -> np.ndarray:
-    """The 8x8 square of ``source`` at (r, c), moved by up to ``JITTER`` pixels, scaled by a random
-    gain, with noise, rounded to 1/255 steps."""
+def orient(square: np.ndarray, turn: int) -> np.ndarray:
+    """Element ``turn`` (0 to 7) of the 8 symmetries of the square: ``turn % 4`` quarter turns
+    counter-clockwise, then a transpose when ``turn >= 4``; 0 to 3 are the 4 rotations."""
+    out = np.rot90(square, turn % 4)
+    return np.ascontiguousarray(out.T if turn >= 4 else out)
+
+
+def unorient(square: np.ndarray, turn: int) -> np.ndarray:
+    """The inverse of ``orient(., turn)``."""
+    out = square.T if turn >= 4 else square
+    return np.ascontiguousarray(np.rot90(out, -(turn % 4)))
+
+
+def _alter(rng: np.random.Generator, source: np.ndarray, r: int, c: int) -> tuple[np.ndarray, int]:
+    """The 8x8 square of ``source`` at (r, c), moved by up to ``JITTER`` pixels, turned by a random
+    element of the square's symmetries, scaled by a random gain, with noise, rounded to 1/255
+    steps; and the turn."""
     dr, dc = (int(v) for v in rng.integers(-JITTER, JITTER + 1, size=2))
-    patch = source[r + dr : r + dr + HOLE, c + dc : c + dc + HOLE] * np.exp(rng.uniform(-GAIN, GAIN))
-    patch = patch + rng.normal(0.0, NOISE, size=patch.shape)
-    return (np.round(np.clip(patch, 0.0, 1.0) * 255) / 255).astype(np.float32)
+    turn = int(rng.integers(TURNS))
+    patch = orient(source[r + dr : r + dr + HOLE, c + dc : c + dc + HOLE], turn)
+    patch = patch * np.exp(rng.uniform(-GAIN, GAIN)) + rng.normal(0.0, NOISE, size=patch.shape)
+    return (np.round(np.clip(patch, 0.0, 1.0) * 255) / 255).astype(np.float32), turn
 
 
 def _split(
     rng: np.random.Generator, images: np.ndarray, classes: np.ndarray, n: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Pictures, holes, candidates and labels of ``n`` samples, and (never shown) each candidate's
+    turn and the index in ``images`` of the picture it was cut from, both of shape (n, K)."""
     order = rng.permutation(len(images))
     own, pool = np.sort(order[: 3 * n]), np.sort(order[3 * n : (3 + POOL) * n])
     pics = images.astype(np.float32) / 255.0
@@ -123,6 +144,8 @@ def _split(
     out_holes = np.empty((n, 2), dtype=np.int64)
     out_patches = np.empty((n, K, HOLE, HOLE), dtype=np.float32)
     out_labels = rng.permutation(np.arange(n) % K).astype(np.int64)  # every index equally often
+    out_turns = np.empty((n, K), dtype=np.int64)
+    out_sources = np.empty((n, K), dtype=np.int64)
     done = 0
     for i in rng.permutation(own):
         if done == n:
@@ -150,14 +173,17 @@ def _split(
         used[chosen] = True
         sources = chosen[:]
         sources.insert(int(out_labels[done]), int(i))
-        out_patches[done] = np.stack([_alter(rng, pics[j], r, c) for j in sources])
+        altered = [_alter(rng, pics[j], r, c) for j in sources]
+        out_patches[done] = np.stack([patch for patch, _ in altered])
+        out_turns[done] = [turn for _, turn in altered]
+        out_sources[done] = sources
         out_images[done] = pics[i]
         out_images[done, r - GAP : r + HOLE + GAP, c - GAP : c + HOLE + GAP] = 0.0
         out_holes[done] = (r, c)
         done += 1
     if done < n:
         raise ValueError(f"only {done} of {n} samples found; lower n or the constraints")
-    return out_images, out_holes, out_patches, out_labels
+    return out_images, out_holes, out_patches, out_labels, out_turns, out_sources
 
 
 def build(
@@ -174,7 +200,9 @@ def build(
     train_seq, test_seq = np.random.SeedSequence(seed).spawn(2)
     answers = np.empty(0, dtype=np.int64)
     for split, seq, n in (("train", train_seq, n_train), ("test", test_seq, n_test)):
-        images, holes, patches, labels = _split(np.random.default_rng(seq), *_load_split(folder, split), n)
+        images, holes, patches, labels, _turns, _sources = _split(
+            np.random.default_rng(seq), *_load_split(folder, split), n
+        )
         np.save(out / f"{split}_images.npy", images, allow_pickle=False)
         np.save(out / f"{split}_holes.npy", holes, allow_pickle=False)
         np.save(out / f"{split}_patches.npy", patches, allow_pickle=False)

@@ -15,6 +15,8 @@ from pytest_weirdml.tasks import TaskData, TaskSpec, load_builder, load_task
 TASK_DIR = Path(__file__).resolve().parents[2] / "tasks" / "patch_match"
 N = {"train": 2000, "test": 1000}
 K, HOLE, MARGIN = 5, 8, 2
+SEAM_AS_GIVEN = 0.3  # the seam rule's accuracy on the candidates as given stays below this
+SEAM_ANY_TURN = (0.3, 0.6)  # and the best over each candidate's orientations lies in this range
 
 
 @pytest.fixture(scope="module")
@@ -86,10 +88,10 @@ def test_candidates_are_altered_and_never_reused(data: TaskData, split: str) -> 
 @pytest.mark.parametrize("split", ["train", "test"])
 def test_candidates_differ_yet_look_alike(data: TaskData, build: Callable[..., np.ndarray], split: str) -> None:
     """Each candidate differs from the others and holds garment; distractors are nearer the true
-    patch than the same square cut from a random other picture, and match it in brightness and
-    contrast. The squares were kept apart (``MIN_DIFF``) and on garment (``MIN_INK``) before the
-    gain and noise, so after them a few pairs of bright squares come closer and a few dark ones
-    lose some garment pixels."""
+    patch than the same square cut from a random other picture (each in its best orientation, as
+    every candidate is turned), and match it in brightness and contrast. The squares were kept
+    apart (``MIN_DIFF``) and on garment (``MIN_INK``) before the gain and noise, so after them a
+    few pairs of bright squares come closer and a few dark ones lose some garment pixels."""
     images, holes, patches, labels = load(data, split)
     min_diff, ink, min_ink = (build.__globals__[name] for name in ("MIN_DIFF", "INK", "MIN_INK"))
     pairs = np.abs(patches[:, :, None] - patches[:, None, :]).mean(axis=(3, 4))
@@ -100,29 +102,118 @@ def test_candidates_differ_yet_look_alike(data: TaskData, build: Callable[..., n
     assert ((patches > ink).mean(axis=(2, 3)) < min_ink).mean() < 0.01
     n = len(images)
     true = patches[np.arange(n), labels]
-    distractor_gap = (pairs[np.arange(n), labels].sum(axis=1) / (K - 1)).mean()
+    # every candidate is turned: compare each square with the true patch in its best orientation
+    turns = range(build.__globals__["TURNS"])
+    best = np.min([np.abs(orient_all(patches, t) - true[:, None]).mean(axis=(2, 3)) for t in turns], axis=0)
+    distractor_gap = (best.sum(axis=1) / (K - 1)).mean()  # the true patch's own entry is 0
     rng = np.random.default_rng(0)
     others = rng.permutation(n)
-    cut = [images[j, r : r + HOLE, c : c + HOLE] for j, (r, c) in zip(others, holes, strict=True)]
-    random_gap = np.mean([np.abs(a - t).mean() for a, t in zip(cut, true, strict=True)])
+    cut = np.stack([images[j, r : r + HOLE, c : c + HOLE] for j, (r, c) in zip(others, holes, strict=True)])
+    random_gap = np.min([np.abs(orient_all(cut, t) - true).mean(axis=(1, 2)) for t in turns], axis=0).mean()
     assert distractor_gap < 0.7 * random_gap
     for stat in (patches.mean(axis=(2, 3)), patches.std(axis=(2, 3))):
         for pick in (stat.argmax(axis=1), stat.argmin(axis=1)):
             assert np.mean(pick == labels) < 0.25  # chance is 0.2
 
 
-def test_the_seams_alone_are_weak(data: TaskData) -> None:
-    """Without learning, the candidate whose border continues the picture best is right well above
-    chance but far from always."""
-    images, holes, patches, labels = load(data, "test")
-    costs = np.zeros((len(images), K))
+def seam_costs(images: np.ndarray, holes: np.ndarray, patches: np.ndarray) -> np.ndarray:
+    """(N, K) sum of absolute steps between each candidate's border and the picture next to it."""
+    costs = np.zeros(patches.shape[:2])
     for n, (r, c) in enumerate(holes):
         p = patches[n]
         costs[n] += np.abs(p[:, 0, :] - images[n, r - 1, c : c + HOLE]).sum(1)
         costs[n] += np.abs(p[:, -1, :] - images[n, r + HOLE, c : c + HOLE]).sum(1)
         costs[n] += np.abs(p[:, :, 0] - images[n, r : r + HOLE, c - 1]).sum(1)
         costs[n] += np.abs(p[:, :, -1] - images[n, r : r + HOLE, c + HOLE]).sum(1)
-    assert 0.3 < np.mean(costs.argmin(axis=1) == labels) < 0.6
+    return costs
+
+
+def test_the_seams_alone_are_weak(data: TaskData, build: Callable[..., np.ndarray]) -> None:
+    """Without learning, the candidate whose border continues the picture best, as the candidates
+    are given, is right little more often than chance (every candidate is turned); the best over
+    its orientations in use (``TURNS``) does better, but far from always."""
+    images, holes, patches, labels = load(data, "test")
+    assert np.mean(seam_costs(images, holes, patches).argmin(axis=1) == labels) < SEAM_AS_GIVEN
+    turns = range(build.__globals__["TURNS"])
+    best = np.min([seam_costs(images, holes, orient_all(patches, t)) for t in turns], axis=0)
+    assert SEAM_ANY_TURN[0] < np.mean(best.argmin(axis=1) == labels) < SEAM_ANY_TURN[1]
+
+
+def orient_all(patches: np.ndarray, turn: int) -> np.ndarray:
+    """Element ``turn`` of the square's symmetries (as ``data.orient``) on the last two axes."""
+    out = np.rot90(patches, turn % 4, axes=(-2, -1))
+    return np.ascontiguousarray(out.swapaxes(-1, -2) if turn >= 4 else out)
+
+
+@pytest.fixture(scope="module")
+def inside(spec: TaskSpec, build: Callable[..., np.ndarray], data: TaskData) -> dict[str, np.ndarray]:
+    """The training split rebuilt through the builder's internals, with what it never shows: each
+    candidate's turn and the index of its source picture in Fashion-MNIST's training split."""
+    g = build.__globals__
+    folder = g["_fashion_dir"](g["FASHION_SYSTEM_DIR"])
+    pictures, classes = g["_load_split"](folder, "train")
+    train_seq, _test_seq = np.random.SeedSequence(spec.seed).spawn(2)
+    images, holes, patches, labels, turns, sources = g["_split"](
+        np.random.default_rng(train_seq), pictures, classes, N["train"]
+    )
+    assert np.array_equal(patches, np.load(data.public_dir / "train_patches.npy"))  # the shipped split
+    return {"images": images, "holes": holes, "patches": patches, "labels": labels, "turns": turns, "sources": sources,
+            "pictures": pictures.astype(np.float32) / 255.0}  # fmt: skip
+
+
+def test_turns_are_uniform_for_right_and_wrong_candidates(
+    inside: dict[str, np.ndarray], build: Callable[..., np.ndarray]
+) -> None:
+    """Each of the ``TURNS`` symmetries in use is as frequent for the right candidate as for the
+    others (a chi-square test against uniform on each at the 0.1 % level), so the orientation says
+    nothing of the label; and a right candidate's turn is independent of its sample's other turns."""
+    n_turns = build.__globals__["TURNS"]
+    assert n_turns in (4, 8)
+    critical = {4: 16.27, 8: 24.32}[n_turns]  # chi-square, TURNS - 1 degrees of freedom, 0.1 %
+    turns, labels = inside["turns"], inside["labels"]
+    right = np.zeros(turns.shape, dtype=bool)
+    right[np.arange(len(labels)), labels] = True
+    assert turns.min() == 0 and turns.max() == n_turns - 1
+    for counts in (np.bincount(turns[right], minlength=n_turns), np.bincount(turns[~right], minlength=n_turns)):
+        expected = counts.sum() / n_turns
+        assert ((counts - expected) ** 2 / expected).sum() < critical, counts.tolist()
+    same = turns[right][:, None] == turns[~right].reshape(len(labels), K - 1)
+    assert abs(same.mean() - 1 / n_turns) < 0.02
+
+
+def test_undoing_the_turn_gives_back_the_source_square(
+    inside: dict[str, np.ndarray], build: Callable[..., np.ndarray]
+) -> None:
+    """Each candidate, turned back by its recorded turn, is its source picture's square at the hole
+    up to a gain in [exp(-0.25), exp(0.25)], noise of sd 0.03 and rounding; the right candidate's
+    source is the sample's own picture. Under any other turn the fit is worse for almost every
+    candidate (only a square that is nearly symmetric fits as well)."""
+    unorient, gain_bound = build.__globals__["unorient"], np.exp(build.__globals__["GAIN"])
+    n_turns = build.__globals__["TURNS"]
+    holes, patches, turns, sources = inside["holes"], inside["patches"], inside["turns"], inside["sources"]
+    pictures = inside["pictures"]
+    n = 400
+    worse, saturated = [], 0
+    for i in range(n):
+        r, c = holes[i]
+        for k in range(K):
+            square = pictures[sources[i, k], r : r + HOLE, c : c + HOLE].astype(np.float64)
+            back = unorient(patches[i, k], int(turns[i, k])).astype(np.float64)
+            unsat = (back < 0.99) & (back > 0.01)  # clipping at 0 and 1 hides the gain
+            if unsat.sum() < 16:  # a square of white garment saturates: nothing to fit
+                saturated += 1
+                continue
+            gain = (back[unsat] * square[unsat]).sum() / (square[unsat] ** 2).sum()
+            assert 1 / gain_bound - 0.03 < gain < gain_bound + 0.03
+            residual = back[unsat] - gain * square[unsat]
+            assert np.abs(residual).mean() < 0.035 and residual.std() < 0.045
+            misfit = [np.abs(unorient(patches[i, k], t) - gain * square).mean() for t in range(n_turns)]
+            worse.append(np.argmin(misfit) == turns[i, k])
+    own = pictures[sources[np.arange(n), inside["labels"][:n]]]
+    for i, (r, c) in enumerate(holes[:n]):
+        own[i, r : r + HOLE, c : c + HOLE] = 0.0
+    assert np.array_equal(own, inside["images"][:n])
+    assert np.mean(worse) > 0.95 and saturated < 0.05 * n * K
 
 
 def test_answers_not_in_public_files(data: TaskData) -> None:
