@@ -1,10 +1,10 @@
 """Dictionary definitions from WordNet, labelled by the kind of thing they define, each in one of
 many spellings of the alphabet.
 
-One builder serves both sentence tasks: ``build(out, seed)`` for sentence_topics (the definitions
-as written) and ``build(out, seed, shuffle_words=True)`` for sentence_topics_bag (for the same seed,
-the same definitions in the same order and spellings, with their words in random order, so only a bag
-of words remains).
+One builder serves both sentence tasks: ``build(out, seed, n_keys=192)`` for sentence_topics (the
+definitions as written) and ``build(out, seed, shuffle_words=True)`` for sentence_topics_bag (for the
+same seed, the same definitions in the same order, written with 64 keys, with their words in random
+order, so only a bag of words remains).
 
 Source: the noun definitions of WordNet 3.0 (Debian's ``wordnet-base``). Every noun synset sits in
 one lexicographer file (``noun.animal``, ``noun.food``, ...); that file is the label, so the labels
@@ -12,16 +12,22 @@ are the lexicographers' own. Usage examples (the quoted parts of a gloss) are dr
 show the word in a sentence about something else. A definition that occurs in more than one
 category is dropped too, and every definition is used at most once per data set.
 
-Each seed draws a new balanced sample of definitions and a new train/test split. Every sentence
-is then written with one of 64 keys, drawn per sentence; a key is three random orderings of the 26
-letters, and letter j of every word (a run of letters) is written in the key's alphabet j % 3 (case
-kept; spaces, digits and punctuation left as they are). Data version 2 used one alphabet per key,
-and a strong model broke each sentence's (or small group's) spelling by English statistics and hill
-climbing, since one alphabet keeps a sentence's repeated letters and letter counts. Now a sentence
-of ~60 letters gives each of its three alphabets ~20 letters, and keeps neither. A word is still
-spelt the same wherever one key writes it, so the ~47 sentences that share a key share their words,
-which a learner can find, group, and line up with each other, alphabet by alphabet, across many
-sentences (the reference does).
+Each seed draws a new balanced sample of definitions and a new train/test split. Every sentence is
+then written with one of ``n_keys`` keys (64 by default), drawn per sentence; a key is three random
+orderings of the 26 letters, and letter j of every word (a run of letters) is written in the key's
+alphabet j % 3 (case kept; spaces, digits and punctuation left as they are). Data version 2 used one
+alphabet per key, and a strong model broke each sentence's (or small group's) spelling by English
+statistics and hill climbing, since one alphabet keeps a sentence's repeated letters and letter
+counts. Now a sentence of ~60 letters gives each of its three alphabets ~20 letters, and keeps
+neither. A word is still spelt the same wherever one key writes it, so the ~47 sentences that share
+a key share their words, which a learner can find, group, and line up with each other, alphabet by
+alphabet, across many sentences (the reference does).
+
+Data version 4 of sentence_topics gives it 192 keys (about 16 sentences a key instead of 47): a
+strong model that pooled each key's sentences and lined the keys up (data version 3's blind run)
+had ~47 sentences per key to do it with; with 16 its own scripts fall to about 0.54 while the
+reference, which lines the keys up three times over different groupings and votes, stays above
+0.85. The bag variant keeps 64 keys (its blind run meets its targets).
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ CATEGORIES = (
     ("quantity", 23),
     ("time", 28),
 )
-N_KEYS = 64  # spellings per seed; each sentence is written in one of them, drawn at random
+N_KEYS = 64  # spellings per seed unless the task's params say (n_keys); one drawn per sentence
 PERIOD = 3  # alphabets per key, taking turns along every word
 ALPHABETS_STREAM = 1  # entropy word that keeps the alphabets' stream apart from the sample's
 MIN_WORDS = 5  # shorter definitions ("a genus of Sciaenidae") say too little
@@ -111,9 +117,10 @@ def make_keys(rng: np.random.Generator, n: int = N_KEYS, period: int = PERIOD) -
     return [tuple("".join(LOWER[i] for i in rng.permutation(26)) for _ in range(period)) for _ in range(n)]
 
 
-def keys_for(seed: int) -> list[tuple[str, ...]]:
-    """The keys of a data seed (from a stream of their own, so the sample does not move them)."""
-    return make_keys(np.random.default_rng(np.random.SeedSequence([seed, ALPHABETS_STREAM])))
+def keys_for(seed: int, n: int = N_KEYS) -> list[tuple[str, ...]]:
+    """The ``n`` keys of a data seed (from a stream of their own, so the sample does not move them;
+    the first keys of a longer list are those of a shorter one)."""
+    return make_keys(np.random.default_rng(np.random.SeedSequence([seed, ALPHABETS_STREAM])), n)
 
 
 def substitute(text: str, key: tuple[str, ...]) -> str:
@@ -170,6 +177,7 @@ def build(
     *,
     shuffle_words: bool = False,
     letter_code: bool = True,
+    n_keys: int = N_KEYS,
     n_train: int = N_TRAIN,
     n_test: int = N_TEST,
     wordnet_dir: str | None = None,
@@ -186,7 +194,7 @@ def build(
     # bag variant's word order comes from a stream of its own.
     pick_seq, train_seq, test_seq, words_seq = np.random.SeedSequence(seed).spawn(4)
     pick = np.random.default_rng(pick_seq)
-    keys = keys_for(seed) if letter_code else None
+    keys = keys_for(seed, n_keys) if letter_code else None
     words_rng = np.random.default_rng(words_seq) if shuffle_words else None
     splits: dict[str, tuple[list[str], list[int]]] = {"train": ([], []), "test": ([], [])}
     for label, (name, lexfile) in enumerate(CATEGORIES):
