@@ -44,14 +44,9 @@ def load_builder():  # type: ignore[no-untyped-def]
 
 
 def seam_rule(images: np.ndarray, holes: np.ndarray, patches: np.ndarray, turns: int = 1) -> np.ndarray:
-    """Index of the best-fitting candidate, each tried in the first ``turns`` orientations."""
+    """Index of the best-fitting candidate, each tried in the builder's first ``turns`` orientations."""
+    orient = load_builder().__globals__["orient"]
     return np.min([seam_costs(images, holes, orient(patches, t)) for t in range(turns)], axis=0).argmin(axis=1)
-
-
-def orient(patches: np.ndarray, turn: int) -> np.ndarray:
-    """Element ``turn`` of the square's symmetries (as the builder's ``orient``) on the last two axes."""
-    out = np.rot90(patches, turn % 4, axes=(-2, -1))
-    return out.swapaxes(-1, -2) if turn >= 4 else out
 
 
 def seam_costs(images: np.ndarray, holes: np.ndarray, patches: np.ndarray) -> np.ndarray:

@@ -107,16 +107,17 @@ def _blocks(pics: np.ndarray) -> np.ndarray:
 
 
 def orient(square: np.ndarray, turn: int) -> np.ndarray:
-    """Element ``turn`` (0 to 7) of the 8 symmetries of the square: ``turn % 4`` quarter turns
-    counter-clockwise, then a transpose when ``turn >= 4``; 0 to 3 are the 4 rotations."""
-    out = np.rot90(square, turn % 4)
-    return np.ascontiguousarray(out.T if turn >= 4 else out)
+    """Element ``turn`` (0 to 7) of the 8 symmetries of the square, on the last two axes (so one
+    square or a stack of them): ``turn % 4`` quarter turns counter-clockwise, then a transpose when
+    ``turn >= 4``; 0 to 3 are the 4 rotations."""
+    out = np.rot90(square, turn % 4, axes=(-2, -1))
+    return np.ascontiguousarray(out.swapaxes(-1, -2) if turn >= 4 else out)
 
 
 def unorient(square: np.ndarray, turn: int) -> np.ndarray:
     """The inverse of ``orient(., turn)``."""
-    out = square.T if turn >= 4 else square
-    return np.ascontiguousarray(np.rot90(out, -(turn % 4)))
+    out = square.swapaxes(-1, -2) if turn >= 4 else square
+    return np.ascontiguousarray(np.rot90(out, -(turn % 4), axes=(-2, -1)))
 
 
 def _alter(rng: np.random.Generator, source: np.ndarray, r: int, c: int) -> tuple[np.ndarray, int]:

@@ -103,13 +103,13 @@ def test_candidates_differ_yet_look_alike(data: TaskData, build: Callable[..., n
     n = len(images)
     true = patches[np.arange(n), labels]
     # every candidate is turned: compare each square with the true patch in its best orientation
-    turns = range(build.__globals__["TURNS"])
-    best = np.min([np.abs(orient_all(patches, t) - true[:, None]).mean(axis=(2, 3)) for t in turns], axis=0)
+    orient, turns = build.__globals__["orient"], range(build.__globals__["TURNS"])
+    best = np.min([np.abs(orient(patches, t) - true[:, None]).mean(axis=(2, 3)) for t in turns], axis=0)
     distractor_gap = (best.sum(axis=1) / (K - 1)).mean()  # the true patch's own entry is 0
     rng = np.random.default_rng(0)
     others = rng.permutation(n)
     cut = np.stack([images[j, r : r + HOLE, c : c + HOLE] for j, (r, c) in zip(others, holes, strict=True)])
-    random_gap = np.min([np.abs(orient_all(cut, t) - true).mean(axis=(1, 2)) for t in turns], axis=0).mean()
+    random_gap = np.min([np.abs(orient(cut, t) - true).mean(axis=(1, 2)) for t in turns], axis=0).mean()
     assert distractor_gap < 0.7 * random_gap
     for stat in (patches.mean(axis=(2, 3)), patches.std(axis=(2, 3))):
         for pick in (stat.argmax(axis=1), stat.argmin(axis=1)):
@@ -134,15 +134,9 @@ def test_the_seams_alone_are_weak(data: TaskData, build: Callable[..., np.ndarra
     its orientations in use (``TURNS``) does better, but far from always."""
     images, holes, patches, labels = load(data, "test")
     assert np.mean(seam_costs(images, holes, patches).argmin(axis=1) == labels) < SEAM_AS_GIVEN
-    turns = range(build.__globals__["TURNS"])
-    best = np.min([seam_costs(images, holes, orient_all(patches, t)) for t in turns], axis=0)
+    orient, turns = build.__globals__["orient"], range(build.__globals__["TURNS"])
+    best = np.min([seam_costs(images, holes, orient(patches, t)) for t in turns], axis=0)
     assert SEAM_ANY_TURN[0] < np.mean(best.argmin(axis=1) == labels) < SEAM_ANY_TURN[1]
-
-
-def orient_all(patches: np.ndarray, turn: int) -> np.ndarray:
-    """Element ``turn`` of the square's symmetries (as ``data.orient``) on the last two axes."""
-    out = np.rot90(patches, turn % 4, axes=(-2, -1))
-    return np.ascontiguousarray(out.swapaxes(-1, -2) if turn >= 4 else out)
 
 
 @pytest.fixture(scope="module")
