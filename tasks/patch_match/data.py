@@ -7,10 +7,11 @@ pictures of the same class in a hidden pool of the split that is never shown; ea
 gives at most one distractor). Every candidate, the true one included, is then turned by its
 own element of the symmetries of the square (the first ``TURNS`` of ``orient``: with 4, a quarter
 turn 0 to 3 times; 8 would add the mirrored ones), drawn uniformly and independently per
-candidate, then scaled by a random gain, noised and rounded to 1/255 steps. The distractors
+candidate, then scaled by a random gain, noised and rounded to 1/255 steps, and written with its
+64 pixels in one hidden order per data set (``pixel_order``, data version 4). The distractors
 therefore look like the right patch in content, brightness and texture; what tells them apart is
-how their edges continue the picture around the hole once each candidate is turned back, and the
-turn is not shown.
+how their edges continue the picture around the hole once each candidate's pixels are put back
+in the square and turned back; neither the order nor the turn is shown.
 
 The hole lies at least 2 pixels inside the border and covers part of the garment (it is re-drawn
 while more than half of its pixels are background). A neighbour's patch too close to the true
@@ -46,6 +47,7 @@ JITTER = 0  # every candidate is cut up to this many pixels off the hole's place
 GAIN = 0.25  # every candidate's pixels are scaled by exp(uniform(-GAIN, GAIN))
 NOISE = 0.03  # and get Gaussian noise of this standard deviation
 TURNS = 4  # every candidate gets one of the first TURNS elements of ``orient`` (4: turns only; 8: all)
+SCRAMBLE = True  # every candidate's 64 pixels are written in one hidden order per data set (data version 4)
 
 FASHION_ENV = "WEIRDML_FASHION_MNIST_DIR"
 # Module constant so tests can point the system lookup at an empty directory.
@@ -118,6 +120,24 @@ def unorient(square: np.ndarray, turn: int) -> np.ndarray:
     """The inverse of ``orient(., turn)``."""
     out = square.swapaxes(-1, -2) if turn >= 4 else square
     return np.ascontiguousarray(np.rot90(out, -(turn % 4), axes=(-2, -1)))
+
+
+def pixel_order(seed: int) -> np.ndarray:
+    """The hidden order of the 64 pixels of every candidate of seed ``seed``'s data: position ``k``
+    of a written candidate holds pixel ``order[k]`` (row-major) of the altered square. Never the
+    identity or one of the square's symmetries."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 64]))
+    plain = {orient(np.arange(HOLE * HOLE).reshape(HOLE, HOLE), t).tobytes() for t in range(8)}
+    while True:
+        order = rng.permutation(HOLE * HOLE)
+        if order.tobytes() not in plain:
+            return order
+
+
+def scramble(patches: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Candidates (..., 8, 8) with their pixels in ``order``."""
+    flat = patches.reshape(*patches.shape[:-2], HOLE * HOLE)
+    return np.ascontiguousarray(flat[..., order].reshape(patches.shape))
 
 
 def _alter(rng: np.random.Generator, source: np.ndarray, r: int, c: int) -> tuple[np.ndarray, int]:
@@ -199,6 +219,7 @@ def build(
     return the test labels (the index of the right candidate)."""
     folder = _fashion_dir(Path(fashion_system_dir) if fashion_system_dir else FASHION_SYSTEM_DIR)
     train_seq, test_seq = np.random.SeedSequence(seed).spawn(2)
+    order = pixel_order(seed) if SCRAMBLE else np.arange(HOLE * HOLE)
     answers = np.empty(0, dtype=np.int64)
     for split, seq, n in (("train", train_seq, n_train), ("test", test_seq, n_test)):
         images, holes, patches, labels, _turns, _sources = _split(
@@ -206,7 +227,7 @@ def build(
         )
         np.save(out / f"{split}_images.npy", images, allow_pickle=False)
         np.save(out / f"{split}_holes.npy", holes, allow_pickle=False)
-        np.save(out / f"{split}_patches.npy", patches, allow_pickle=False)
+        np.save(out / f"{split}_patches.npy", scramble(patches, order), allow_pickle=False)
         if split == "train":
             np.save(out / "train_labels.npy", labels, allow_pickle=False)
         else:

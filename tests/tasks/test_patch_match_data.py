@@ -37,13 +37,25 @@ def data(built: Callable[[str], TaskData]) -> TaskData:
         pytest.skip(str(exc))
 
 
-def load(data: TaskData, split: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Pictures, holes, candidates and labels (the answers for the test split)."""
+def unscramble(patches: np.ndarray) -> np.ndarray:
+    """Written candidates (..., 8, 8) with their pixels put back in the square (the builder's
+    hidden order for the task's seed)."""
+    spec = load_task(TASK_DIR)
+    order = load_builder(spec).__globals__["pixel_order"](spec.seed)
+    flat = patches.reshape(*patches.shape[:-2], HOLE * HOLE)
+    square = np.empty_like(flat)
+    square[..., order] = flat
+    return square.reshape(patches.shape)
+
+
+def load(data: TaskData, split: str, written: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Pictures, holes, candidates (their pixels back in the square unless ``written``) and labels
+    (the answers for the test split)."""
     arrays = [
         np.load(data.public_dir / f"{split}_{name}.npy", allow_pickle=False) for name in ("images", "holes", "patches")
     ]
     labels = np.load(data.public_dir / "train_labels.npy") if split == "train" else data.answers()
-    return arrays[0], arrays[1], arrays[2], labels
+    return arrays[0], arrays[1], arrays[2] if written else unscramble(arrays[2]), labels
 
 
 def test_spec(spec: TaskSpec) -> None:
@@ -139,6 +151,24 @@ def test_the_seams_alone_are_weak(data: TaskData, build: Callable[..., np.ndarra
     assert SEAM_ANY_TURN[0] < np.mean(best.argmin(axis=1) == labels) < SEAM_ANY_TURN[1]
 
 
+def test_every_candidate_is_written_in_one_hidden_pixel_order(
+    data: TaskData, spec: TaskSpec, build: Callable[..., np.ndarray]
+) -> None:
+    """The candidates' pixels come in one order per data set, the same in both splits, that is no
+    symmetry of the square and differs between seeds; as written, no candidate's border continues
+    the picture (the seam rule over all 8 symmetries stays near chance)."""
+    g = build.__globals__
+    order = g["pixel_order"](spec.seed)
+    assert sorted(order) == list(range(HOLE * HOLE))
+    plain = np.arange(HOLE * HOLE).reshape(HOLE, HOLE)
+    assert all(not np.array_equal(order, g["orient"](plain, t).reshape(-1)) for t in range(8))
+    assert not np.array_equal(order, g["pixel_order"](spec.seed + 1))
+    images, holes, written, labels = load(data, "test", written=True)
+    assert np.array_equal(g["scramble"](unscramble(written), order), written)
+    best = np.min([seam_costs(images, holes, g["orient"](written, t)) for t in range(8)], axis=0)
+    assert np.mean(best.argmin(axis=1) == labels) < SEAM_AS_GIVEN
+
+
 @pytest.fixture(scope="module")
 def inside(spec: TaskSpec, build: Callable[..., np.ndarray], data: TaskData) -> dict[str, np.ndarray]:
     """The training split rebuilt through the builder's internals, with what it never shows: each
@@ -150,7 +180,7 @@ def inside(spec: TaskSpec, build: Callable[..., np.ndarray], data: TaskData) -> 
     images, holes, patches, labels, turns, sources = g["_split"](
         np.random.default_rng(train_seq), pictures, classes, N["train"]
     )
-    assert np.array_equal(patches, np.load(data.public_dir / "train_patches.npy"))  # the shipped split
+    assert np.array_equal(patches, unscramble(np.load(data.public_dir / "train_patches.npy")))  # the shipped split
     return {"images": images, "holes": holes, "patches": patches, "labels": labels, "turns": turns, "sources": sources,
             "pictures": pictures.astype(np.float32) / 255.0}  # fmt: skip
 
