@@ -10,6 +10,12 @@ The verdict must be the same at CHECK_DEPTH, so no label is an accident of one s
 Each position first draws which class it looks for, then tries up to TRIES candidates; each
 split keeps the first n/2 samples of each class in game order, so the classes are exactly
 balanced, and the test split never repeats a training position.
+
+The files show each position as a 64-character board in one hidden order of the squares, the same
+for every row of both splits of a data set (``square_order``), with the side to move and the
+candidate as the two positions in that string it leaves and reaches: a script cannot hand the
+board to a chess library or its own move generator before it has worked out which character is
+which square. Castling rights, the en-passant square and the move counters are not shown.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ SPLITS = {"train": 1, "test": 2}
 # Labels are the engine's verdicts, so one seed gives one data set only with one engine version.
 STOCKFISH_VERSION = "Stockfish 15.1"
 STOCKFISH_PATHS = ("/usr/games/stockfish", "/usr/bin/stockfish", "/usr/local/bin/stockfish")
+COLUMNS = ["board", "turn", "from", "to", "promotion"]
 
 
 def _load_chess_winners() -> Any:
@@ -237,8 +244,8 @@ def _game_job(args: tuple[int, int, int]) -> list[Sample]:
 
 
 def _key(fen: str) -> str:
-    """A position without its move counters: the same position reached in two games."""
-    return " ".join(fen.split()[:4])
+    """What the files show of a position (the board and the side to move): rows that would look alike."""
+    return " ".join(fen.split()[:2])
 
 
 def _select(samples: list[Sample], n: int, exclude: set[str]) -> list[Sample] | None:
@@ -287,18 +294,35 @@ def generate(seed: int, sizes: dict[str, int], workers: int | None = None) -> di
     return out
 
 
-def _csv(samples: list[Sample]) -> str:
+def square_order(seed: int) -> np.ndarray:
+    """The data set's hidden order: character ``i`` of every board is square ``square_order(seed)[i]``
+    (python-chess numbering, a1 = 0, b1 = 1, ..., h8 = 63)."""
+    return np.random.default_rng((seed, 64)).permutation(64)
+
+
+def encode(fen: str, move: str, order: np.ndarray) -> list[str]:
+    """One row of the files: the board in the hidden order, the side to move, the move's two positions."""
+    board = chess.Board(fen)
+    where = np.argsort(order)  # square -> its position in the string
+    uci = chess.Move.from_uci(move)
+    cells = "".join(p.symbol() if (p := board.piece_at(int(sq))) else "." for sq in order)
+    promotion = chess.piece_symbol(uci.promotion) if uci.promotion else "-"
+    return [cells, "w" if board.turn else "b", str(where[uci.from_square]), str(where[uci.to_square]), promotion]
+
+
+def _csv(samples: list[Sample], order: np.ndarray) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["fen", "move"])
-    writer.writerows((s.fen, s.move) for s in samples)
+    writer.writerow(COLUMNS)
+    writer.writerows(encode(s.fen, s.move, order) for s in samples)
     return buf.getvalue()
 
 
 def build(out: Path, seed: int, n_train: int = N_TRAIN, n_test: int = N_TEST, workers: int | None = None) -> np.ndarray:
     samples = generate(seed, {"train": n_train, "test": n_test}, workers)
     train, test = samples["train"], samples["test"]
-    (out / "train_positions.csv").write_text(_csv(train), encoding="utf-8")
+    order = square_order(seed)
+    (out / "train_positions.csv").write_text(_csv(train, order), encoding="utf-8")
     np.save(out / "train_labels.npy", np.array([s.label for s in train], dtype=np.int64))
-    (out / "test_positions.csv").write_text(_csv(test), encoding="utf-8")
+    (out / "test_positions.csv").write_text(_csv(test, order), encoding="utf-8")
     return np.array([s.label for s in test], dtype=np.int64)

@@ -1,4 +1,12 @@
-"""Reference solution for chess_blunders: a small material search, then boosted trees.
+"""Reference solution for chess_blunders: the square order from the moves, a small material search, then boosted trees.
+
+The boards list their squares in an order that is not given, the same in every row. Every
+candidate is a legal move, so the order is the one under which each row's piece can make its
+move: a knight's two places are a knight's jump apart, a pawn goes forward for its own side,
+and so on. A local search over assignments of places to squares (swapping two places at a time,
+annealed, restarted until every one of the 2000 moves of both files fits) finds it, up to the
+mirror image that swaps the a- and h-files, which no material count can tell apart. Pawns
+are never on the first or last rank, which the search scores too.
 
 A blunder loses material (or the game) against the best move, and that shows in a shallow
 search: no chess library is available in the sandbox, so the script carries its own board
@@ -33,31 +41,103 @@ K_OFF = (-11, -10, -9, -1, 1, 9, 10, 11)
 B_OFF = (-11, -9, 9, 11)
 R_OFF = (-10, -1, 1, 10)
 OFF = 7  # off-board marker in the 10x12 mailbox
+ORDER_BUDGET_S = 25.0  # restarts of the square-order search stop here, with the best fit so far
+SQ = np.arange(64)  # place in the string -> square (file + 8 * rank), set by main() from the data
 
 
 def sq120(file: int, rank: int) -> int:
     return 21 + file + 10 * rank
 
 
-def parse(fen: str) -> tuple[list[int], int, int]:
-    """Board (pieces +1..+6 white, -1..-6 black, 0 empty, OFF outside), side (+1/-1), en-passant square."""
-    board = [OFF] * 120
-    for rank in range(8):
-        for file in range(8):
-            board[sq120(file, rank)] = 0
-    fields = fen.split()
-    for r, row in enumerate(fields[0].split("/")):
-        file = 0
-        for ch in row:
-            if ch.isdigit():
-                file += int(ch)
+def geometry() -> np.ndarray:
+    """ok[kind, a, b]: whether a piece of that kind can go from square a to square b on some board.
+
+    Kinds: 0 knight, 1 king, 2 bishop, 3 rook, 4 queen, 5/6 white pawn to an empty / occupied
+    square, 7/8 black pawn likewise (en passant is the move to an empty square diagonally).
+    """
+    files, ranks = np.arange(64) % 8, np.arange(64) // 8
+    df, dr = files[None, :] - files[:, None], ranks[None, :] - ranks[:, None]
+    a, b, r0 = np.abs(df), np.abs(dr), ranks[:, None]
+    ok = np.zeros((9, 64, 64), bool)
+    ok[0] = ((a == 1) & (b == 2)) | ((a == 2) & (b == 1))
+    castle = (b == 0) & (a == 2) & np.isin(r0, (0, 7)) & np.isin(files[:, None], (3, 4))  # e-file, or d in the mirror
+    ok[1] = (np.maximum(a, b) == 1) | castle
+    ok[2] = (a == b) & (a > 0)
+    ok[3] = (a == 0) ^ (b == 0)
+    ok[4] = ok[2] | ok[3]
+    for kind, up, home, ep_rank in ((5, 1, 1, 4), (7, -1, 6, 3)):
+        ok[kind] = (a == 0) & ((dr == up) | ((dr == 2 * up) & (r0 == home))) | ((a == 1) & (dr == up) & (r0 == ep_rank))
+        ok[kind + 1] = (a == 1) & (dr == up)
+    return ok
+
+
+def square_order(cells: np.ndarray, white: np.ndarray, frm: np.ndarray, to: np.ndarray, seed: int = 0) -> np.ndarray:
+    """Place -> square for the boards ``cells`` (rows x 64 characters), from every row's legal move."""
+    start = time.time()
+    rows = np.arange(len(cells))
+    piece = np.char.upper(cells[rows, frm])
+    empty = cells[rows, to] == "."
+    pawn_kind = np.where(white, 5, 7) + ~empty
+    kind = np.select([piece == "N", piece == "K", piece == "B", piece == "R", piece == "Q"], [0, 1, 2, 3, 4], pawn_kind)
+    ok = geometry()
+    pawns = np.isin(cells, ("P", "p")).sum(0)
+    back_rank = np.isin(np.arange(64) // 8, (0, 7))
+    touching = [np.flatnonzero((frm == i) | (to == i)) for i in range(64)]
+    # A start that is not blind: white pieces stand lower on the board than black ones, on average.
+    whites = np.char.isupper(cells) & (cells != ".")
+    blacks = np.char.islower(cells)
+    lean = (blacks.sum(0) - whites.sum(0)) / (1 + whites.sum(0) + blacks.sum(0))
+    rng = np.random.default_rng(seed)
+    iters, t_hi, t_lo = 30000, 2.0, 0.05
+
+    def fit(sq: np.ndarray, r: np.ndarray) -> int:
+        return int(ok[kind[r], sq[frm[r]], sq[to[r]]].sum())
+
+    best, best_fit = SQ, -1
+    while time.time() - start < ORDER_BUDGET_S and best_fit < len(cells):
+        order = np.argsort(lean + rng.normal(0, 0.05, 64))
+        sq = np.empty(64, np.int64)
+        for rank in range(8):
+            sq[order[8 * rank : 8 * rank + 8]] = 8 * rank + rng.permutation(8)
+        score = fit(sq, rows) - 3 * int((pawns * back_rank[sq]).sum())
+        pairs = rng.integers(64, size=(iters, 2))
+        coins = rng.random(iters)
+        for it in range(iters):
+            a, b = pairs[it]
+            if a == b:
+                continue
+            r = np.union1d(touching[a], touching[b])
+            before = fit(sq, r) - 3 * (pawns[a] * back_rank[sq[a]] + pawns[b] * back_rank[sq[b]])
+            sq[a], sq[b] = sq[b], sq[a]
+            delta = fit(sq, r) - 3 * (pawns[a] * back_rank[sq[a]] + pawns[b] * back_rank[sq[b]]) - before
+            if delta >= 0 or coins[it] < np.exp(delta / (t_hi * (t_lo / t_hi) ** (it / iters))):
+                score += delta
             else:
-                code = "PNBRQK".index(ch.upper()) + 1
-                board[sq120(file, 7 - r)] = code if ch.isupper() else -code
-                file += 1
-    side = 1 if fields[1] == "w" else -1
-    ep = -1 if fields[3] == "-" else sq120(ord(fields[3][0]) - 97, int(fields[3][1]) - 1)
-    return board, side, ep
+                sq[a], sq[b] = sq[b], sq[a]
+        moves_fit = fit(sq, rows)
+        print(f"square order: a restart fits {moves_fit}/{len(cells)} moves ({time.time() - start:.1f} s)", flush=True)
+        if moves_fit > best_fit:
+            best, best_fit = sq.copy(), moves_fit
+    return best
+
+
+def parse(row: tuple[str, str, int, int, str]) -> tuple[list[int], int, int, int, int]:
+    """Board (pieces +1..+6 white, -1..-6 black, 0 empty, OFF outside), side (+1/-1), from, to, promotion."""
+    cells, turn, frm, to, promotion = row
+    board = [OFF] * 120
+    for square in range(64):
+        board[sq120(square % 8, square // 8)] = 0
+    for place, ch in enumerate(cells):
+        if ch != ".":
+            code = "PNBRQK".index(ch.upper()) + 1
+            board[sq120(SQ[place] % 8, SQ[place] // 8)] = code if ch.isupper() else -code
+    side = 1 if turn == "w" else -1
+    promo = "nbrq".index(promotion) + 2 if promotion in ("n", "b", "r", "q") else 0
+
+    def at(place: int) -> int:
+        return sq120(int(SQ[place]) % 8, int(SQ[place]) // 8)
+
+    return board, side, at(int(frm)), at(int(to)), promo
 
 
 def moves(board: list[int], side: int, ep: int, captures_only: bool) -> list[tuple[int, int, int, int]]:
@@ -129,9 +209,16 @@ def make(board: list[int], side: int, ep: int, frm: int, to: int, promo: int) ->
         elif abs(to - frm) == 20:
             new_ep = frm + 10 * side
     elif piece * side == 6 and abs(to - frm) == 2:  # castling, only ever as the candidate move
-        rook_from, rook_to = (frm + 3, frm + 1) if to > frm else (frm - 4, frm - 1)
+        rook_from, rook_to = castle_rook(frm, to)
         board[rook_to], board[rook_from] = board[rook_from], 0
     return captured, new_ep, gain
+
+
+def castle_rook(frm: int, to: int) -> tuple[int, int]:
+    """The rook's squares when the king castles from ``frm`` to ``to``: from the corner on that side
+    to the square the king crosses (the same rule in the board's mirror image)."""
+    rank_start = frm - (frm - 21) % 10
+    return (rank_start + 7 if to > frm else rank_start), (frm + to) // 2
 
 
 def unmake(board: list[int], side: int, ep: int, frm: int, to: int, promo: int, captured: int) -> None:
@@ -141,7 +228,7 @@ def unmake(board: list[int], side: int, ep: int, frm: int, to: int, promo: int, 
     if piece * side == 1 and to == ep:
         board[to - 10 * side] = -side
     elif piece * side == 6 and abs(to - frm) == 2:
-        rook_from, rook_to = (frm + 3, frm + 1) if to > frm else (frm - 4, frm - 1)
+        rook_from, rook_to = castle_rook(frm, to)
         board[rook_from], board[rook_to] = board[rook_to], 0
 
 
@@ -222,13 +309,11 @@ def clip(x: int) -> int:
     return max(-CLIP, min(CLIP, x))
 
 
-def features(row: tuple[str, str]) -> list[float]:
-    fen, uci = row
-    board, side, ep = parse(fen)
+def features(row: tuple[str, str, int, int, str]) -> list[float]:
+    board, side, frm, to, promo = parse(row)
+    # The files do not give the en-passant square; a pawn's diagonal step to an empty square is one.
+    ep = to if abs(board[frm]) == 1 and board[to] == 0 and (to - frm) % 10 != 0 else -1
     stand = material(board, side)
-    frm = sq120(ord(uci[0]) - 97, int(uci[1]) - 1)
-    to = sq120(ord(uci[2]) - 97, int(uci[3]) - 1)
-    promo = "nbrq".index(uci[4]) + 2 if len(uci) == 5 else 0
     piece = abs(board[frm])
     victim = abs(board[to]) if board[to] else (1 if piece == 1 and to == ep else 0)
     out: list[float] = []
@@ -249,7 +334,7 @@ def features(row: tuple[str, str]) -> list[float]:
     return [*out, piece, victim, promo, gives_check, stand, in_check(board, side)]
 
 
-def extract(rows: list[tuple[str, str]], pool: multiprocessing.pool.Pool, deadline: float) -> np.ndarray:
+def extract(rows: list[tuple[str, str, int, int, str]], pool: multiprocessing.pool.Pool, deadline: float) -> np.ndarray:
     """Features for as many rows as fit before the deadline, in chunks over the pool."""
     feats: list[list[float]] = []
     chunk = 64
@@ -261,15 +346,24 @@ def extract(rows: list[tuple[str, str]], pool: multiprocessing.pool.Pool, deadli
 
 
 def main() -> None:
-    train = pd.read_csv("data/train_positions.csv")
-    test = pd.read_csv("data/test_positions.csv")
+    global SQ
+    train = pd.read_csv("data/train_positions.csv", keep_default_na=False, dtype={"promotion": str})
+    test = pd.read_csv("data/test_positions.csv", keep_default_na=False, dtype={"promotion": str})
     y = np.load("data/train_labels.npy")
     print(f"train {len(train)} (blunder share {y.mean():.2f}), test {len(test)}", flush=True)
+    both = pd.concat([train, test])
+    cells = np.array([list(b) for b in both.board])
+    SQ = square_order(cells, (both.turn == "w").to_numpy(), both["from"].to_numpy(), both["to"].to_numpy())
+    print("places by square, rank 8 down to rank 1 (up to the mirror image):")
+    where = np.argsort(SQ)
+    for rank in range(7, -1, -1):
+        print("  " + " ".join(f"{where[8 * rank + f]:2d}" for f in range(8)))
+    columns = ["board", "turn", "from", "to", "promotion"]
     workers = len(os.sched_getaffinity(0))
     with multiprocessing.get_context("fork").Pool(workers) as pool:
-        x_test = extract(list(zip(test.fen, test.move, strict=True)), pool, float("inf"))
+        x_test = extract(list(test[columns].itertuples(index=False, name=None)), pool, float("inf"))
         print(f"test features {x_test.shape} ({time.time() - START:.1f} s, {workers} processes)", flush=True)
-        x_train = extract(list(zip(train.fen, train.move, strict=True)), pool, START + BUDGET_S)
+        x_train = extract(list(train[columns].itertuples(index=False, name=None)), pool, START + BUDGET_S)
     y = y[: len(x_train)]
     print(f"train features {x_train.shape} ({time.time() - START:.1f} s)", flush=True)
     for j, name in ((0, "1 ply"), (3, "2 plies")):
