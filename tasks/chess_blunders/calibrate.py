@@ -3,9 +3,9 @@
     python tasks/chess_blunders/calibrate.py [--seed N] [--only gbm]
 
 Builds the task's data for the seed (into the usual data cache), encodes each row the generic
-way (one-hot board of 12 piece planes x 64 squares, side to move, promotion, one-hot from and
-to squares, moving and captured piece type; the CNN reads the board, the two squares and the
-side to move as planes) and prints each learner's test accuracy beside chance (the majority
+way (one-hot board of 12 piece planes x the string's 64 places, side to move, promotion, one-hot
+from and to places, moving and captured piece type; the CNN reads the board, the two places and
+the side to move as 8x8 planes, the places in the string's order) and prints each learner's test accuracy beside chance (the majority
 class share). The learners do a fixed amount of work, whatever the machine's load.
 """
 
@@ -29,33 +29,27 @@ TASK_DIR = Path(__file__).resolve().parent
 PIECES = "PNBRQKpnbrqk"
 
 
-def encode(fen: str, move: str) -> np.ndarray:
-    placement, turn = fen.split()[:2]
+def encode(row: dict[str, str]) -> np.ndarray:
+    """One row the generic way: the board as 12 piece planes over the 64 places of the string (its
+    hidden order unknown, so taken as it comes), side to move, promotion, one-hot from and to
+    places, and the moving and the captured piece type."""
+    cells = row["board"]
     board = np.zeros((12, 64), np.float32)
-    at: dict[int, str] = {}
-    square = 56  # FEN starts at a8
-    for ch in placement:
-        if ch == "/":
-            square -= 16
-        elif ch.isdigit():
-            square += int(ch)
-        else:
-            board[PIECES.index(ch), square] = 1
-            at[square] = ch
-            square += 1
-    frm = ord(move[0]) - 97 + 8 * (int(move[1]) - 1)
-    to = ord(move[2]) - 97 + 8 * (int(move[3]) - 1)
+    for place, ch in enumerate(cells):
+        if ch != ".":
+            board[PIECES.index(ch), place] = 1
+    frm, to = int(row["from"]), int(row["to"])
     one_hot = np.zeros(64 + 64 + 6 + 7, np.float32)
     one_hot[frm] = 1
     one_hot[64 + to] = 1
-    one_hot[128 + "pnbrqk".index(at[frm].lower())] = 1
-    one_hot[134 + ("pnbrqk".index(at[to].lower()) if to in at else 6)] = 1
-    return np.concatenate([board.ravel(), [turn == "w", len(move) == 5], one_hot])
+    one_hot[128 + "pnbrqk".index(cells[frm].lower())] = 1
+    one_hot[134 + ("pnbrqk".index(cells[to].lower()) if cells[to] != "." else 6)] = 1
+    return np.concatenate([board.ravel(), [row["turn"] == "w", row["promotion"] != "-"], one_hot])
 
 
 def _rows(path: Path) -> np.ndarray:
     with path.open(newline="") as f:
-        return np.array([encode(r["fen"], r["move"]) for r in csv.DictReader(f)])
+        return np.array([encode(r) for r in csv.DictReader(f)])
 
 
 def gbm(x: np.ndarray, y: np.ndarray, xt: np.ndarray) -> np.ndarray:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import re
 import sys
 from collections.abc import Callable
@@ -19,7 +20,7 @@ chess = pytest.importorskip("chess")
 NAME = "chess_blunders"
 TASK_DIR = Path(__file__).resolve().parents[2] / "tasks" / NAME
 N = 1000
-UCI = re.compile(r"^[a-h][1-8][a-h][1-8][nbrq]?$")
+CELLS = re.compile(r"^[.KQRBNPkqrbnp]{64}$")
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +40,28 @@ def data(built: Callable[[str], TaskData], module: Any) -> TaskData:
 def _rows(path: Path) -> list[dict[str, str]]:
     with path.open(newline="", encoding="ascii") as f:
         reader = csv.DictReader(f)
-        assert reader.fieldnames == ["fen", "move"]
+        assert reader.fieldnames == ["board", "turn", "from", "to", "promotion"]
         return list(reader)
+
+
+def _board(row: dict[str, str], order: np.ndarray) -> tuple[Any, Any]:
+    """The row as python-chess reads it (castling rights and en passant are not in the files):
+    the board put back in square order, and the candidate move."""
+    assert CELLS.match(row["board"]) and row["turn"] in ("w", "b")
+    board = chess.Board(None)
+    for place, ch in enumerate(row["board"]):
+        if ch != ".":
+            board.set_piece_at(int(order[place]), chess.Piece.from_symbol(ch))
+    board.turn = row["turn"] == "w"
+    promotion = None if row["promotion"] == "-" else chess.PIECE_SYMBOLS.index(row["promotion"])
+    move = chess.Move(int(order[int(row["from"])]), int(order[int(row["to"])]), promotion)
+    # Every castling right the board still allows, and en passant when the candidate is one.
+    board.castling_rights = chess.BB_CORNERS
+    board.castling_rights = board.clean_castling_rights()
+    if board.piece_type_at(move.from_square) == chess.PAWN and board.piece_at(move.to_square) is None:
+        if chess.square_file(move.from_square) != chess.square_file(move.to_square):
+            board.ep_square = move.to_square
+    return board, move
 
 
 def _small(builder: Callable[..., np.ndarray], out: Path, seed: int, workers: int) -> dict[str, Any]:
@@ -73,19 +94,50 @@ def test_files_shapes_and_dtypes(data: TaskData) -> None:
     assert answers.shape == (N,) and np.issubdtype(answers.dtype, np.integer)
 
 
-def test_positions_and_moves_are_legal(data: TaskData) -> None:
-    plies, sides = [], []
+def test_positions_and_moves_are_legal_in_the_hidden_order(data: TaskData, module: Any) -> None:
+    """Read back in the builder's square order, every board is a valid position and every candidate
+    a legal move (given the castling rights the board still allows and, for a pawn's diagonal step
+    to an empty square, that en passant); in the usual order most are not."""
+    order = module.square_order(load_task(TASK_DIR).seed)
+    assert sorted(order) == list(range(64)) and np.mean(order == np.arange(64)) < 0.1
+    pieces, sides, usual = [], [], 0
     for name in ("train_positions.csv", "test_positions.csv"):
         for row in _rows(data.public_dir / name):
-            board = chess.Board(row["fen"])
-            assert board.is_valid() and board.fen() == row["fen"]
-            assert UCI.match(row["move"]) and chess.Move.from_uci(row["move"]) in board.legal_moves
-            plies.append(board.ply())
+            board, move = _board(row, order)
+            assert board.is_valid(), row
+            assert move in board.legal_moves, row
+            pieces.append(len(board.piece_map()))
             sides.append(board.turn)
+            as_usual, usual_move = _board(row, np.arange(64))
+            usual += usual_move in as_usual.pseudo_legal_moves
     # Positions come from the opening to the middle game, with both sides to move.
-    assert min(plies) >= 12 and 20 <= np.median(plies) <= 60
+    assert 16 <= np.median(pieces) <= 30
     assert 0.35 < np.mean(sides) < 0.65
+    assert usual < 0.15 * len(pieces)  # read in the usual order, few moves would even be possible
 
+
+def test_the_reference_finds_the_order_from_the_moves(data: TaskData) -> None:
+    """The reference's local search recovers the hidden order, up to the mirror image that swaps the
+    a- and h-files (which no material count can tell apart), from the two files' moves alone."""
+    spec = load_task(TASK_DIR)
+    path = TASK_DIR / "reference.py"
+    ref_spec = importlib.util.spec_from_file_location("_chess_blunders_reference", path)
+    assert ref_spec is not None and ref_spec.loader is not None
+    reference = importlib.util.module_from_spec(ref_spec)
+    ref_spec.loader.exec_module(reference)
+    rows = _rows(data.public_dir / "train_positions.csv") + _rows(data.public_dir / "test_positions.csv")
+    cells = np.array([list(r["board"]) for r in rows])
+    white = np.array([r["turn"] == "w" for r in rows])
+    frm = np.array([int(r["from"]) for r in rows])
+    to = np.array([int(r["to"]) for r in rows])
+    found = reference.square_order(cells, white, frm, to)
+    truth = sys.modules[load_builder(spec).__module__].square_order(spec.seed)
+    mirror = truth - truth % 8 + 7 - truth % 8
+    assert np.array_equal(found, truth) or np.array_equal(found, mirror)
+    # A shuffled file breaks the fit: no order makes most of the moves legal.
+    shuffled = cells[:, np.random.default_rng(1).permutation(64)]
+    assert reference.geometry()[0].sum() == 336  # the knight's 336 jumps on an empty board
+    assert not np.array_equal(reference.square_order(shuffled, white, frm, to), found)
 
 def test_classes_exactly_balanced(data: TaskData) -> None:
     labels = np.load(data.public_dir / "train_labels.npy")
@@ -95,11 +147,11 @@ def test_classes_exactly_balanced(data: TaskData) -> None:
 
 
 def test_no_test_position_repeats_a_training_position(data: TaskData) -> None:
-    def key(fen: str) -> str:
-        return " ".join(fen.split()[:4])
+    def key(row: dict[str, str]) -> str:
+        return row["board"] + row["turn"]
 
-    train = {key(r["fen"]) for r in _rows(data.public_dir / "train_positions.csv")}
-    test = [key(r["fen"]) for r in _rows(data.public_dir / "test_positions.csv")]
+    train = {key(r) for r in _rows(data.public_dir / "train_positions.csv")}
+    test = [key(r) for r in _rows(data.public_dir / "test_positions.csv")]
     assert len(train) == N and len(set(test)) == N
     assert not train & set(test)
 
@@ -109,16 +161,17 @@ def test_labels_agree_with_a_fresh_stockfish_search(data: TaskData, module: Any)
     lose at least 150 centipawns at the labelling depth, the others at most 100."""
     rows = _rows(data.public_dir / "test_positions.csv")
     answers = data.answers()
+    order = module.square_order(load_task(TASK_DIR).seed)
     engine = module.Engine(module.find_stockfish())
     try:
         agree = 0
         picks = np.random.default_rng(0).choice(N, size=40, replace=False)
         for i in picks:
+            board, move = _board(rows[i], order)
+            fen = board.fen()
             engine.new_position()
-            best = engine.score(rows[i]["fen"], module.DEPTH)
-            cand = max(
-                -module.CLIP_CP, min(module.CLIP_CP, engine.score(rows[i]["fen"], module.DEPTH, rows[i]["move"]))
-            )
+            best = engine.score(fen, module.DEPTH)
+            cand = max(-module.CLIP_CP, min(module.CLIP_CP, engine.score(fen, module.DEPTH, move.uci())))
             loss = best - cand
             agree += (loss >= 150) if answers[i] == 1 else (loss <= 100)
     finally:

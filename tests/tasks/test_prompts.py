@@ -559,6 +559,8 @@ OWN_FACTS = {
             "`train_positions.csv`: 1000 rows",
             "int64 array, shape `(1000,)`",
             "`test_positions.csv`: 1000 more rows",
+            "the squares are not listed in any standard order",
+            "castling rights, the en-passant square and the move counters are not in the files",
         ),
         (
             r"half the time",
@@ -569,6 +571,13 @@ OWN_FACTS = {
             r"\bcaptur",
             r"material",
             r"\b0\.65\b",
+            r"recover",
+            r"permut",
+            r"shuffl",
+            r"scrambl",
+            r"mirror",
+            r"geometr",
+            r"\bfen\b",
         ),
     ),
 }
