@@ -5,8 +5,9 @@
 Builds the task's data for the seed (into the usual data cache), encodes each row the generic
 way (one-hot board of 12 piece planes x the string's 64 places, side to move, promotion, one-hot
 from and to places, moving and captured piece type; the CNN reads the board, the two places and
-the side to move as 8x8 planes, the places in the string's order) and prints each learner's test accuracy beside chance (the majority
-class share). The learners do a fixed amount of work, whatever the machine's load.
+the side to move as 8x8 planes, the places in the string's order) and prints each learner's
+test accuracy beside chance (the majority class share). The learners do a fixed amount of
+work, whatever the machine's load.
 """
 
 from __future__ import annotations

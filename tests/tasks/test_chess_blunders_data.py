@@ -58,9 +58,9 @@ def _board(row: dict[str, str], order: np.ndarray) -> tuple[Any, Any]:
     # Every castling right the board still allows, and en passant when the candidate is one.
     board.castling_rights = chess.BB_CORNERS
     board.castling_rights = board.clean_castling_rights()
-    if board.piece_type_at(move.from_square) == chess.PAWN and board.piece_at(move.to_square) is None:
-        if chess.square_file(move.from_square) != chess.square_file(move.to_square):
-            board.ep_square = move.to_square
+    pawn_step = board.piece_type_at(move.from_square) == chess.PAWN and board.piece_at(move.to_square) is None
+    if pawn_step and chess.square_file(move.from_square) != chess.square_file(move.to_square):
+        board.ep_square = move.to_square
     return board, move
 
 
@@ -138,6 +138,7 @@ def test_the_reference_finds_the_order_from_the_moves(data: TaskData) -> None:
     shuffled = cells[:, np.random.default_rng(1).permutation(64)]
     assert reference.geometry()[0].sum() == 336  # the knight's 336 jumps on an empty board
     assert not np.array_equal(reference.square_order(shuffled, white, frm, to), found)
+
 
 def test_classes_exactly_balanced(data: TaskData) -> None:
     labels = np.load(data.public_dir / "train_labels.npy")
