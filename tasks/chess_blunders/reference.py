@@ -71,8 +71,11 @@ def geometry() -> np.ndarray:
     return ok
 
 
-def square_order(cells: np.ndarray, white: np.ndarray, frm: np.ndarray, to: np.ndarray, seed: int = 0) -> np.ndarray:
-    """Place -> square for the boards ``cells`` (rows x 64 characters), from every row's legal move."""
+def square_order(
+    cells: np.ndarray, white: np.ndarray, frm: np.ndarray, to: np.ndarray, seed: int = 0
+) -> tuple[np.ndarray, int]:
+    """Place -> square for the boards ``cells`` (rows x 64 characters), from every row's legal move,
+    and how many of the rows' moves that order fits."""
     start = time.time()
     rows = np.arange(len(cells))
     piece = np.char.upper(cells[rows, frm])
@@ -93,13 +96,16 @@ def square_order(cells: np.ndarray, white: np.ndarray, frm: np.ndarray, to: np.n
     def fit(sq: np.ndarray, r: np.ndarray) -> int:
         return int(ok[kind[r], sq[frm[r]], sq[to[r]]].sum())
 
+    def local(sq: np.ndarray, r: np.ndarray, a: int, b: int) -> int:
+        """The score of the rows ``r`` touching places a and b, less 3 per pawn they put on a back rank."""
+        return fit(sq, r) - 3 * int(pawns[a] * back_rank[sq[a]] + pawns[b] * back_rank[sq[b]])
+
     best, best_fit = SQ, -1
     while time.time() - start < ORDER_BUDGET_S and best_fit < len(cells):
         order = np.argsort(lean + rng.normal(0, 0.05, 64))
         sq = np.empty(64, np.int64)
         for rank in range(8):
             sq[order[8 * rank : 8 * rank + 8]] = 8 * rank + rng.permutation(8)
-        score = fit(sq, rows) - 3 * int((pawns * back_rank[sq]).sum())
         pairs = rng.integers(64, size=(iters, 2))
         coins = rng.random(iters)
         for it in range(iters):
@@ -107,36 +113,34 @@ def square_order(cells: np.ndarray, white: np.ndarray, frm: np.ndarray, to: np.n
             if a == b:
                 continue
             r = np.union1d(touching[a], touching[b])
-            before = fit(sq, r) - 3 * (pawns[a] * back_rank[sq[a]] + pawns[b] * back_rank[sq[b]])
+            before = local(sq, r, a, b)
             sq[a], sq[b] = sq[b], sq[a]
-            delta = fit(sq, r) - 3 * (pawns[a] * back_rank[sq[a]] + pawns[b] * back_rank[sq[b]]) - before
-            if delta >= 0 or coins[it] < np.exp(delta / (t_hi * (t_lo / t_hi) ** (it / iters))):
-                score += delta
-            else:
+            delta = local(sq, r, a, b) - before
+            if delta < 0 and coins[it] >= np.exp(delta / (t_hi * (t_lo / t_hi) ** (it / iters))):
                 sq[a], sq[b] = sq[b], sq[a]
         moves_fit = fit(sq, rows)
         print(f"square order: a restart fits {moves_fit}/{len(cells)} moves ({time.time() - start:.1f} s)", flush=True)
         if moves_fit > best_fit:
             best, best_fit = sq.copy(), moves_fit
-    return best
+    return best, best_fit
 
 
 def parse(row: tuple[str, str, int, int, str]) -> tuple[list[int], int, int, int, int]:
     """Board (pieces +1..+6 white, -1..-6 black, 0 empty, OFF outside), side (+1/-1), from, to, promotion."""
     cells, turn, frm, to, promotion = row
-    board = [OFF] * 120
-    for square in range(64):
-        board[sq120(square % 8, square // 8)] = 0
-    for place, ch in enumerate(cells):
-        if ch != ".":
-            code = "PNBRQK".index(ch.upper()) + 1
-            board[sq120(SQ[place] % 8, SQ[place] // 8)] = code if ch.isupper() else -code
-    side = 1 if turn == "w" else -1
-    promo = "nbrq".index(promotion) + 2 if promotion in ("n", "b", "r", "q") else 0
 
     def at(place: int) -> int:
         return sq120(int(SQ[place]) % 8, int(SQ[place]) // 8)
 
+    board = [OFF] * 120
+    for place in range(64):
+        board[at(place)] = 0
+    for place, ch in enumerate(cells):
+        if ch != ".":
+            code = "PNBRQK".index(ch.upper()) + 1
+            board[at(place)] = code if ch.isupper() else -code
+    side = 1 if turn == "w" else -1
+    promo = "nbrq".index(promotion) + 2 if promotion in ("n", "b", "r", "q") else 0
     return board, side, at(int(frm)), at(int(to)), promo
 
 
@@ -353,7 +357,7 @@ def main() -> None:
     print(f"train {len(train)} (blunder share {y.mean():.2f}), test {len(test)}", flush=True)
     both = pd.concat([train, test])
     cells = np.array([list(b) for b in both.board])
-    SQ = square_order(cells, (both.turn == "w").to_numpy(), both["from"].to_numpy(), both["to"].to_numpy())
+    SQ, _ = square_order(cells, (both.turn == "w").to_numpy(), both["from"].to_numpy(), both["to"].to_numpy())
     print("places by square, rank 8 down to rank 1 (up to the mirror image):")
     where = np.argsort(SQ)
     for rank in range(7, -1, -1):

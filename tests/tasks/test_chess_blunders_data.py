@@ -116,12 +116,11 @@ def test_positions_and_moves_are_legal_in_the_hidden_order(data: TaskData, modul
     assert usual < 0.15 * len(pieces)  # read in the usual order, few moves would even be possible
 
 
-def test_the_reference_finds_the_order_from_the_moves(data: TaskData) -> None:
+def test_the_reference_finds_the_order_from_the_moves(data: TaskData, monkeypatch: pytest.MonkeyPatch) -> None:
     """The reference's local search recovers the hidden order, up to the mirror image that swaps the
     a- and h-files (which no material count can tell apart), from the two files' moves alone."""
     spec = load_task(TASK_DIR)
-    path = TASK_DIR / "reference.py"
-    ref_spec = importlib.util.spec_from_file_location("_chess_blunders_reference", path)
+    ref_spec = importlib.util.spec_from_file_location("_chess_blunders_reference", spec.reference_path)
     assert ref_spec is not None and ref_spec.loader is not None
     reference = importlib.util.module_from_spec(ref_spec)
     ref_spec.loader.exec_module(reference)
@@ -130,14 +129,16 @@ def test_the_reference_finds_the_order_from_the_moves(data: TaskData) -> None:
     white = np.array([r["turn"] == "w" for r in rows])
     frm = np.array([int(r["from"]) for r in rows])
     to = np.array([int(r["to"]) for r in rows])
-    found = reference.square_order(cells, white, frm, to)
+    found, fits = reference.square_order(cells, white, frm, to)
     truth = sys.modules[load_builder(spec).__module__].square_order(spec.seed)
     mirror = truth - truth % 8 + 7 - truth % 8
     assert np.array_equal(found, truth) or np.array_equal(found, mirror)
-    # A shuffled file breaks the fit: no order makes most of the moves legal.
-    shuffled = cells[:, np.random.default_rng(1).permutation(64)]
+    assert fits == len(rows)
+    # Boards whose places were shuffled again no longer match their moves: no order fits them all.
     assert reference.geometry()[0].sum() == 336  # the knight's 336 jumps on an empty board
-    assert not np.array_equal(reference.square_order(shuffled, white, frm, to), found)
+    monkeypatch.setattr(reference, "ORDER_BUDGET_S", 3.0)
+    shuffled = cells[:, np.random.default_rng(1).permutation(64)]
+    assert reference.square_order(shuffled, white, frm, to)[1] < 0.9 * len(rows)
 
 
 def test_classes_exactly_balanced(data: TaskData) -> None:
