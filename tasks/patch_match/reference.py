@@ -12,7 +12,7 @@ estimated from the candidate's border against the ring of picture around the hol
 strip (a 1-D CNN is 14 times slower on one core, with 20 oriented candidates per sample), shared
 by the sides, orientations and candidates, its strip features summed over the four sides; the
 picture's 180-degree turn and transpose (with the strips they move) as augmentation and test-time
-augmentation. Training stops BUDGET_S (90) seconds after start; prediction takes about 2 s.
+augmentation. Training stops BUDGET_S (105) seconds after start; prediction takes about 2 s.
 
 Made samples: the 2000 labelled samples alone overfit. So new samples are cut from the 3000 shown
 pictures (training pictures with their hole filled by the right candidate, test pictures away
@@ -21,7 +21,8 @@ most like this one (14x14 block sums), each a different picture, none too close 
 candidate; every candidate turned by a random one of the TURNS symmetries of the square, scaled by
 a random gain, noised (sd 0.03) and rounded to 1/255 steps; the training pictures' holes are filled
 with the right candidate turned back by the orientation whose border fits the ring best. Strips
-of all samples (20 oriented candidates each) are made once and kept in half precision (0.3 GB).
+of all samples (20 oriented candidates each) are made once and kept in half precision (0.64 GB for
+50000 samples); more made samples, not more epochs, is what raised the score (README).
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ import torch  # noqa: E402  (after OMP_WAIT_POLICY is set)
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-BUDGET_S = float(os.environ.get("BUDGET", 90))  # seconds from start to the end of training
-N_MADE = int(os.environ.get("N_MADE", 16000))
+BUDGET_S = float(os.environ.get("BUDGET", 105))  # seconds from start to the end of training
+N_MADE = int(os.environ.get("N_MADE", 48000))
 TURNS = int(os.environ.get("TURNS", 4))  # orientations tried per candidate, as in data.py
 HOLE, K, SIDE, PAD = 8, 5, 28, 4
 GAIN, NOISE, MIN_DIFF, INK, MIN_INK, NEAR = 0.25, 0.03, 0.04, 0.05, 0.5, 40
@@ -253,7 +254,7 @@ val = [a[perm[:300].numpy()] for a in real]  # fit on some real samples, all of 
 yv = y_real[perm[:300]]
 pool = [np.concatenate([a, b]) for a, b in zip(real, made, strict=True)]
 yt = torch.cat([y_real, y_made])
-# all strips at once, in half precision (N, K * TURNS, 4, C, 8): 0.3 GB for 18000 samples
+# all strips at once, in half precision (N, K * TURNS, 4, C, 8): 0.64 GB for 50000 samples
 xt = torch.cat([strips(*(a[s : s + 1000] for a in pool)).half() for s in range(0, len(yt), 1000)])
 
 
@@ -279,13 +280,20 @@ def transposed(x):  # transpose of the picture: top<->left, bottom<->right
     return x[:, :, [2, 3, 0, 1]]
 
 
+VIEWS = (lambda x: x, turned, transposed, lambda x: turned(transposed(x)))
+
+
 def views(x):
-    return (x, turned(x), transposed(x), turned(transposed(x)))
+    return tuple(view(x) for view in VIEWS)
 
 
 def augment(x):
-    v = torch.stack(views(x))  # (4, B, ...)
-    return v[torch.randint(4, (len(x),)), torch.arange(len(x))]
+    """Each sample in a random one of its 4 views (each view made only for the samples that get it:
+    making all 4 for the batch took 30% of the training time)."""
+    pick, out = torch.randint(len(VIEWS), (len(x),)), torch.empty_like(x)
+    for v, view in enumerate(VIEWS):
+        out[pick == v] = view(x[pick == v])
+    return out
 
 
 def predict(m, arrays):
@@ -299,7 +307,7 @@ def predict(m, arrays):
 
 
 model = Scorer()
-peak, bs, epoch = 3e-3, 128, 0
+peak, bs, epoch = 4e-3, 256, 0
 opt = torch.optim.AdamW(model.parameters(), lr=peak, weight_decay=1e-4)
 t0 = time.time()
 budget = max(BUDGET_S - (t0 - START), 10)
