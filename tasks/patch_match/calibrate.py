@@ -50,6 +50,8 @@ def seam_rule(images: np.ndarray, holes: np.ndarray, patches: np.ndarray, turns:
 
 
 def seam_costs(images: np.ndarray, holes: np.ndarray, patches: np.ndarray) -> np.ndarray:
+    """(N, K) sum of absolute steps between each candidate's border and the picture next to it
+    (also the rule the data tests bound)."""
     costs = np.zeros(patches.shape[:2])
     for n, (r, c) in enumerate(holes):
         p = patches[n]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
@@ -128,16 +129,16 @@ def test_candidates_differ_yet_look_alike(data: TaskData, build: Callable[..., n
             assert np.mean(pick == labels) < 0.25  # chance is 0.2
 
 
-def seam_costs(images: np.ndarray, holes: np.ndarray, patches: np.ndarray) -> np.ndarray:
-    """(N, K) sum of absolute steps between each candidate's border and the picture next to it."""
-    costs = np.zeros(patches.shape[:2])
-    for n, (r, c) in enumerate(holes):
-        p = patches[n]
-        costs[n] += np.abs(p[:, 0, :] - images[n, r - 1, c : c + HOLE]).sum(1)
-        costs[n] += np.abs(p[:, -1, :] - images[n, r + HOLE, c : c + HOLE]).sum(1)
-        costs[n] += np.abs(p[:, :, 0] - images[n, r : r + HOLE, c - 1]).sum(1)
-        costs[n] += np.abs(p[:, :, -1] - images[n, r : r + HOLE, c + HOLE]).sum(1)
-    return costs
+def _calibration():  # type: ignore[no-untyped-def]
+    """tasks/patch_match/calibrate.py as a module: its seam rule is the one these tests bound."""
+    module_spec = importlib.util.spec_from_file_location("patch_match_calibrate", TASK_DIR / "calibrate.py")
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+seam_costs = _calibration().seam_costs
 
 
 def test_the_seams_alone_are_weak(data: TaskData, build: Callable[..., np.ndarray]) -> None:
