@@ -43,8 +43,15 @@ def main() -> int:
     bins = np.arange(0, full_moves.max() + 5, 4)
     for label, (name, colour) in enumerate(zip(OUTCOMES, COLOURS, strict=True)):
         sel = full_moves[labels == label]
-        ax.hist(sel, bins=bins, histtype="step", linewidth=2, color=colour, density=True,
-                label=f"{name} (n={sel.size}, median {np.median(sel):.0f})")
+        ax.hist(
+            sel,
+            bins=bins,
+            histtype="step",
+            linewidth=2,
+            color=colour,
+            density=True,
+            label=f"{name} (n={sel.size}, median {np.median(sel):.0f})",
+        )
     ax.set_xlabel("game length shown (full moves)")
     ax.set_ylabel("density")
     ax.set_title("game length per outcome (train + test)")
@@ -54,8 +61,15 @@ def main() -> int:
     width = 0.38
     for k, (name, y) in enumerate((("train", y_train), ("test", y_test))):
         freq = np.bincount(y, minlength=3) / y.size
-        bars = ax.bar(np.arange(3) + (k - 0.5) * width, freq, width, label=name, color=COLOURS, alpha=0.5 + 0.4 * k,
-                      edgecolor="black")
+        bars = ax.bar(
+            np.arange(3) + (k - 0.5) * width,
+            freq,
+            width,
+            label=name,
+            color=COLOURS,
+            alpha=0.5 + 0.4 * k,
+            edgecolor="black",
+        )
         ax.bar_label(bars, labels=[f"{f:.1%}" for f in freq], fontsize=8)
     ax.set_xticks(np.arange(3), OUTCOMES)
     ax.set_ylabel("share of games")

@@ -3,24 +3,32 @@
     python tools/try_task.py tasks/shapes_easy                 # runs reference.py
     python tools/try_task.py tasks/shapes_easy my_solution.py  # runs another script
     python tools/try_task.py tasks/shapes_easy --seed 1        # on the data of another seed
+    python tools/try_task.py tasks/shapes_easy --cpus 1        # on core 1 only (as --weirdml-cores-per-script)
 
-Prints the data build time, the script's output, its wall time and its accuracy. The script
-runs as a plain subprocess in a fresh directory with data/ and results/, like the sandbox.
+Prints the data build time, the script's output, its wall time and its score. The script runs
+in the harness's own sandbox (``--sandbox``, local by default: its environment, limits and
+isolation) and is scored as the harness scores it (a timeout or a crash scores 0).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
+from pytest_weirdml.loop import judge
+from pytest_weirdml.sandbox import Limits
+from pytest_weirdml.sandbox.choose import open_sandbox, sandbox_names
 from pytest_weirdml.tasks import build_data, load_task, score_predictions
+
+
+def cpu_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(sorted({int(part) for part in text.split(",")}))
+    except ValueError:
+        message = f"--cpus takes core numbers separated by commas, e.g. 1 or 0,1; not {text!r}"
+        raise argparse.ArgumentTypeError(message) from None
 
 
 def main() -> int:
@@ -29,31 +37,30 @@ def main() -> int:
     parser.add_argument("script", type=Path, nargs="?")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "pytest-weirdml" / "data")
     parser.add_argument("--seed", type=int, help="data seed (default: the task's own)")
+    parser.add_argument("--sandbox", default="local", choices=sandbox_names(), help="default: local")
+    parser.add_argument("--cpus", type=cpu_list, default=(), help="cores the script may use (default: all)")
     args = parser.parse_args()
     spec = load_task(args.task_dir)
     if args.seed is not None:
         spec = dataclasses.replace(spec, seed=args.seed)
     start = time.perf_counter()
     data = build_data(spec, args.cache)
-    print(f"data: {data.root} ({time.perf_counter() - start:.2f} s)")
+    print(f"data: {data.root} ({time.perf_counter() - start:.2f} s)", flush=True)
     script = args.script or spec.reference_path
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        shutil.copytree(data.public_dir, work / "data")
-        (work / "results").mkdir()
-        shutil.copy(script, work / "solution.py")
-        start = time.perf_counter()
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "PYTHONUNBUFFERED": "1"}
-        try:
-            proc = subprocess.run([sys.executable, "solution.py"], cwd=work, env=env, timeout=spec.time_limit_s)
-            status = f"exit {proc.returncode}"
-        except subprocess.TimeoutExpired:
-            status = "TIMED OUT"
-        elapsed = time.perf_counter() - start
-        preds = work / "results" / "test_preds.txt"
-        score = score_predictions(preds.read_bytes() if preds.is_file() else None, data.answers())
-    print(f"{script}: {status}, {elapsed:.1f} s of {spec.time_limit_s:.0f} s, accuracy {score.accuracy:.4f}", end="")
-    print(f" ({score.zero_reason})" if score.zero_reason else "")
+    limits = Limits(time_s=spec.time_limit_s, cpus=args.cpus)
+    sandbox = open_sandbox(args.sandbox)
+    try:
+        result = sandbox.run(script.read_text(encoding="utf-8"), data.public_dir, limits)
+    finally:
+        sandbox.close()
+    print(result.output, end="" if result.output.endswith("\n") or not result.output else "\n")
+    for note in result.notes:
+        print(f"[harness] {note}")
+    answers = data.answers()
+    score = judge(result, lambda content: score_predictions(content, answers, cap=limits.results_bytes), limits)
+    status = "TIMED OUT" if result.timed_out else f"exit {result.exit_code}"
+    print(f"{script}: {status}, {result.duration_s:.1f} s of {spec.time_limit_s:.0f} s ({sandbox.isolation}), ", end="")
+    print(f"{spec.metric} {score.accuracy:.4f}" + (f" ({score.zero_reason})" if score.zero_reason else ""))
     return 0
 
 
