@@ -212,14 +212,15 @@ def load_builder(spec: TaskSpec) -> Callable[..., np.ndarray]:
     module_name = f"_weirdml_builder_{spec.name}_{digest}"
     module = sys.modules.get(module_name)
     if module is None:
-        module = _import_file(module_name, spec.builder)
+        module = import_file(module_name, spec.builder)
     build = getattr(module, "build", None)
     if not callable(build):
         raise _fail(spec.builder, "defines no function build(out, seed, **params)")
     return build
 
 
-def _import_file(module_name: str, path: Path) -> ModuleType:
+def import_file(module_name: str, path: Path) -> ModuleType:
+    """A Python file of a task directory as a module (``TaskError`` naming the file if it fails)."""
     module_spec = importlib.util.spec_from_file_location(module_name, path)
     assert module_spec is not None and module_spec.loader is not None
     module = importlib.util.module_from_spec(module_spec)

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import re
 import sys
 from collections.abc import Callable
@@ -13,7 +12,7 @@ import pytest
 from checks import assert_answers_not_in_public_files
 
 from pytest_weirdml.errors import DataUnavailable
-from pytest_weirdml.tasks import TaskData, load_builder, load_task
+from pytest_weirdml.tasks import TaskData, import_file, load_builder, load_task
 
 chess = pytest.importorskip("chess")
 
@@ -120,10 +119,7 @@ def test_the_reference_finds_the_order_from_the_moves(data: TaskData, monkeypatc
     """The reference's local search recovers the hidden order, up to the mirror image that swaps the
     a- and h-files (which no material count can tell apart), from the two files' moves alone."""
     spec = load_task(TASK_DIR)
-    ref_spec = importlib.util.spec_from_file_location("_chess_blunders_reference", spec.reference_path)
-    assert ref_spec is not None and ref_spec.loader is not None
-    reference = importlib.util.module_from_spec(ref_spec)
-    ref_spec.loader.exec_module(reference)
+    reference = import_file("_chess_blunders_reference", spec.reference_path)
     rows = _rows(data.public_dir / "train_positions.csv") + _rows(data.public_dir / "test_positions.csv")
     cells = np.array([list(r["board"]) for r in rows])
     white = np.array([r["turn"] == "w" for r in rows])

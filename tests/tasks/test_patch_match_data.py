@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 from checks import assert_answers_not_in_public_files
 
 from pytest_weirdml.errors import DataUnavailable
-from pytest_weirdml.tasks import TaskData, TaskSpec, load_builder, load_task
+from pytest_weirdml.tasks import TaskData, TaskSpec, import_file, load_builder, load_task
 
 TASK_DIR = Path(__file__).resolve().parents[2] / "tasks" / "patch_match"
 N = {"train": 2000, "test": 1000}
@@ -129,16 +128,8 @@ def test_candidates_differ_yet_look_alike(data: TaskData, build: Callable[..., n
             assert np.mean(pick == labels) < 0.25  # chance is 0.2
 
 
-def _calibration():  # type: ignore[no-untyped-def]
-    """tasks/patch_match/calibrate.py as a module: its seam rule is the one these tests bound."""
-    module_spec = importlib.util.spec_from_file_location("patch_match_calibrate", TASK_DIR / "calibrate.py")
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module
-
-
-seam_costs = _calibration().seam_costs
+# calibrate.py's seam rule: the one these tests bound
+seam_costs = import_file("_patch_match_calibrate", TASK_DIR / "calibrate.py").seam_costs
 
 
 def test_the_seams_alone_are_weak(data: TaskData, build: Callable[..., np.ndarray]) -> None:
