@@ -251,15 +251,23 @@ def submit(
         return code, None, Score(0.0, f"the script was not run: it holds {invalid}; write it as plain UTF-8 text")
     starting()
     try:
-        result = sandbox.run(code, data.public_dir, limits)
-        # Redacted before any cut (the protocol keeps a head and a tail of the output).
-        result = replace(result, output=redact(result.output), notes=tuple(redact(n) for n in result.notes))
-        score = judge(result, lambda content: score_predictions(content, answers, cap=limits.results_bytes), limits)
+        result, score = run_and_score(code, sandbox, data, limits, answers)
     except WeirdMLError:
         raise
     except Exception as exc:  # what the script left made the harness fail: the submission's zero
         return code, None, Score(0.0, f"the harness could not handle this script ({type(exc).__name__}: {exc})")
     return code, result, score
+
+
+def run_and_score(
+    code: str, sandbox: Sandbox, data: TaskData, limits: Limits, answers: np.ndarray
+) -> tuple[ExecResult, Score]:
+    """Run one script in the sandbox and score it as the protocol does; its output and notes come
+    back redacted."""
+    result = sandbox.run(code, data.public_dir, limits)
+    # Redacted before any cut (the protocol keeps a head and a tail of the output).
+    result = replace(result, output=redact(result.output), notes=tuple(redact(n) for n in result.notes))
+    return result, judge(result, lambda content: score_predictions(content, answers, cap=limits.results_bytes), limits)
 
 
 def _now() -> str:

@@ -28,6 +28,11 @@ def _task(directory: Path) -> str:
     return directory.relative_to(ROOT / "tasks").parts[0]
 
 
+def _readme_row(task: str) -> str:
+    """The task's row of the project README's calibration table."""
+    return next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith(f"| {task} |"))
+
+
 def _scores(directory: Path) -> list[float]:
     """The one recorded run's iteration scores, read as the report reads them."""
     (run,) = read_runs([directory])
@@ -63,9 +68,7 @@ def test_further_runs_are_quoted_beside_the_first(directory: Path) -> None:
     first, best = f"{scores[0]:.3f}", f"{max(scores):.3f}"
     runs = (directory.parent / "README.md").read_text()
     assert re.search(rf"^\| \d+ \(`{directory.name}/`\) \| {first} \| {best} \|", runs, re.M), (first, best)
-    row = next(
-        line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith(f"| {_task(directory)} |")
-    )
+    row = _readme_row(_task(directory))
     assert f"calibration/{directory.name}/" in row and first in row and best in row, row
 
 
@@ -74,7 +77,7 @@ def test_the_readmes_quote_the_recorded_scores(directory: Path) -> None:
     scores = _scores(directory)
     _assert_submission_table(directory, scores)
     task = directory.parent.name
-    row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith(f"| {task} |"))
+    row = _readme_row(task)
     first_cell, best_cell = row.split("|")[4], row.split("|")[5]
     assert first_cell.strip().startswith(f"{scores[0]:.3f}"), row
     assert best_cell.strip().startswith(f"{max(scores):.3f}"), row

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 from helpers import write_tiny_task
 
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "try_task.py"
+ROOT = Path(__file__).resolve().parents[1]
+TOOL = ROOT / "tools" / "try_task.py"
 
 
 def try_task(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     cache = tmp_path / "cache"
+    # the tool imports the plugin of this checkout, whatever else is installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     return subprocess.run(
-        [sys.executable, str(TOOL), *args, "--cache", str(cache)], capture_output=True, text=True, timeout=300
+        [sys.executable, str(TOOL), *args, "--cache", str(cache)], capture_output=True, text=True, timeout=300, env=env
     )
 
 

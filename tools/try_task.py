@@ -7,7 +7,8 @@
 
 Prints the data build time, the script's output, its wall time and its score. The script runs
 in the harness's own sandbox (``--sandbox``, local by default: its environment, limits and
-isolation) and is scored as the harness scores it (a timeout or a crash scores 0).
+isolation) and is scored as the harness scores it (a timeout or a crash scores 0); its output is
+redacted as the model would read it.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import dataclasses
 import time
 from pathlib import Path
 
-from pytest_weirdml.loop import judge
+from pytest_weirdml.loop import run_and_score
 from pytest_weirdml.sandbox import Limits
 from pytest_weirdml.sandbox.choose import open_sandbox, sandbox_names
-from pytest_weirdml.tasks import build_data, load_task, score_predictions
+from pytest_weirdml.tasks import build_data, load_task
 
 
 def cpu_list(text: str) -> tuple[int, ...]:
@@ -50,14 +51,12 @@ def main() -> int:
     limits = Limits(time_s=spec.time_limit_s, cpus=args.cpus)
     sandbox = open_sandbox(args.sandbox)
     try:
-        result = sandbox.run(script.read_text(encoding="utf-8"), data.public_dir, limits)
+        result, score = run_and_score(script.read_text(encoding="utf-8"), sandbox, data, limits, data.answers())
     finally:
         sandbox.close()
     print(result.output, end="" if result.output.endswith("\n") or not result.output else "\n")
     for note in result.notes:
         print(f"[harness] {note}")
-    answers = data.answers()
-    score = judge(result, lambda content: score_predictions(content, answers, cap=limits.results_bytes), limits)
     status = "TIMED OUT" if result.timed_out else f"exit {result.exit_code}"
     print(f"{script}: {status}, {result.duration_s:.1f} s of {spec.time_limit_s:.0f} s ({sandbox.isolation}), ", end="")
     print(f"{spec.metric} {score.accuracy:.4f}" + (f" ({score.zero_reason})" if score.zero_reason else ""))
