@@ -21,7 +21,8 @@ out the same in all of them), so:
    two rounds of self-training on the surer half of the test sentences.
 5. Vote: with ~16 sentences a key, one grouping leaves some keys mixed or badly lined up, and which
    ones depends on the number of groups; steps 1 to 4 run three times (240, 192 and 288 groups,
-   each within its own time), and the three classifiers' standardised decision values are summed.
+   each within its own time, which scales with WEIRDML_TIME_LIMIT_S), and the three classifiers'
+   standardised decision values are summed.
    The script is the same for sentence_topics_bag, whose words are in random order: the letter
    pairs live inside the words.
 """
@@ -39,12 +40,14 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.svm import LinearSVC
 
 START = time.time()
+LIMIT_S = float(os.environ.get("WEIRDML_TIME_LIMIT_S", "120"))  # the task's time limit; every budget scales with it
 PERIOD = 3  # the generator's alphabets per key, taking turns along each word
-# Each grouping: its number of groups and the time by which its rounds of lining up stop. A spelling
-# split over two groups is lined up twice and does little harm; two spellings in one group cannot
-# be lined up at all; different counts mix different keys, so the three vote.
-GROUPINGS = ((240, 35.0), (192, 65.0), (288, 90.0))
-ROOM = 25.0  # seconds one grouping and its classifier take: none starts later than its stop minus this
+# Each grouping: its number of groups and the time by which its rounds of lining up stop (35, 65 and
+# 90 s at 120 s). A spelling split over two groups is lined up twice and does little harm; two
+# spellings in one group cannot be lined up at all; different counts mix different keys, so the three vote.
+GROUPINGS = ((240, 35.0 * LIMIT_S / 120), (192, 65.0 * LIMIT_S / 120), (288, 90.0 * LIMIT_S / 120))
+# Seconds one grouping and its classifier take (25 s at 120 s): none starts later than its stop minus this.
+ROOM = 25.0 * LIMIT_S / 120
 LETTERS = 26
 BOUNDARY = LETTERS * PERIOD  # symbol for "anything else" (space, digit, punctuation)
 SYMBOLS = BOUNDARY + 1  # a letter at word position j is the symbol (j % PERIOD) * 26 + letter
