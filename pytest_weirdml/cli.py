@@ -7,6 +7,7 @@
     weirdml models                                        aliases, model ids, prices, API keys set
     weirdml tasks-path                                    the directory of the bundled tasks
     weirdml horizons SESSION_DIR... [--published]         time horizons, with their figures
+    weirdml check-task TASK_DIR... [--quick] [--json]     whether a task measures what it should
 
 The options the command shares with the plugin (``--bootstrap``, ``--leaderboard``, ``--margin``,
 ``--force``) come from the plugin's own definitions (``pytest_weirdml.options``): the same checks
@@ -23,6 +24,7 @@ import sys
 from pathlib import Path
 
 from pytest_weirdml import __version__
+from pytest_weirdml.check import cli as check_cli
 from pytest_weirdml.horizons import cli as horizons_cli
 from pytest_weirdml.options import COMMAND, add_comparison_options, add_statistics_options
 from pytest_weirdml.table import align, comparison_lines
@@ -49,6 +51,7 @@ def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
     )
     sub.add_parser("tasks-path", help="print the directory of the bundled tasks (for pytest to run)")
     horizons_cli.add_parser(sub)
+    check_cli.add_parser(sub)
     args = parser.parse_args(argv)
     handlers = {
         "report": _report,
@@ -58,6 +61,7 @@ def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
         "tasks-path": _tasks_path,
         "compare": _compare,
         "horizons": horizons_cli.run,
+        "check-task": check_cli.run,
     }
     return handlers[args.command](args)
 

@@ -57,7 +57,24 @@ _KEYS = {
     "data",
     "reference",
     "time_estimates",
+    "calibration",
+    "check",
 }
+TIERS = ("easy", "hard")
+_CALIBRATION_KEYS = {"family", "tier", "published", "published_best", "chance"}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What ``[calibration]`` says of a task: its family and tier (an easy and a hard twin share a
+    family), the published task it follows if any with the published table's best score on it,
+    and a chance level where the majority share of the answers is not the right one."""
+
+    family: str | None = None
+    tier: str | None = None
+    published: str | None = None
+    published_best: float | None = None
+    chance: float | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +98,9 @@ class TaskSpec:
     reference: str = REFERENCE_FILE
     # Hours a person needs to reach each accuracy (``[time_estimates]``), for the time horizons.
     time_estimates: TimeEstimates | None = None
+    calibration: Calibration = field(default_factory=Calibration)
+    # ``[check]``: what the task checker must know of the data (read by ``pytest_weirdml.check``).
+    check: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def reference_path(self) -> Path:
@@ -187,6 +207,8 @@ def load_task(directory: Path) -> TaskSpec:
     except ValueError as exc:
         raise TaskError(str(exc)) from None
     return TaskSpec(
+        calibration=_calibration(toml_path, _typed(toml_path, raw, "calibration", dict, {})),
+        check=_typed(toml_path, raw, "check", dict, {}),
         name=name,
         directory=directory,
         description=_typed(toml_path, raw, "description", str, ""),
@@ -202,6 +224,27 @@ def load_task(directory: Path) -> TaskSpec:
         params=params,
         reference=reference,
         time_estimates=estimates,
+    )
+
+
+def _calibration(path: Path, raw: Mapping[str, Any]) -> Calibration:
+    unknown = sorted(set(raw) - _CALIBRATION_KEYS)
+    if unknown:
+        raise _fail(path, f"unknown keys in [calibration]: {unknown}; known keys are {sorted(_CALIBRATION_KEYS)}")
+    tier = _typed(path, raw, "tier", (str, type(None)), None)
+    if tier is not None and tier not in TIERS:
+        raise _fail(path, f"[calibration] tier {tier!r}: use one of {', '.join(map(repr, TIERS))}")
+    chance = _typed(path, raw, "chance", (int, float, type(None)), None)
+    best = _typed(path, raw, "published_best", (int, float, type(None)), None)
+    for key, value in (("chance", chance), ("published_best", best)):
+        if value is not None and not 0 <= value <= 1:
+            raise _fail(path, f"[calibration] {key} {value!r}: an accuracy between 0 and 1")
+    return Calibration(
+        family=_typed(path, raw, "family", (str, type(None)), None),
+        tier=tier,
+        published=_typed(path, raw, "published", (str, type(None)), None),
+        published_best=None if best is None else float(best),
+        chance=None if chance is None else float(chance),
     )
 
 
