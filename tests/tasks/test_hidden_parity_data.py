@@ -1,4 +1,4 @@
-"""hidden_parity: the built files, their determinism, and the hidden six-way parity the task promises."""
+"""hidden_parity: the built files and the hidden six-way parity the task promises."""
 
 from __future__ import annotations
 
@@ -11,12 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from checks import (
-    assert_answers_not_in_public_files,
-    assert_public_arrays,
-    assert_rebuild_identical_and_seeded,
-    load_public,
-)
+from checks import assert_public_arrays, load_public
 
 from pytest_weirdml.tasks import TaskData, load_builder, load_task
 
@@ -65,13 +60,7 @@ def test_shapes_dtypes_and_balance(data: TaskData) -> None:
     assert np.bincount(load_public(data, "train_labels.npy")).tolist() == [1000, 1000]
 
 
-def test_rebuild_identical_and_other_seed_differs(data: TaskData, tmp_path: Path) -> None:
-    spec = load_task(TASK_DIR)
-    assert_rebuild_identical_and_seeded(spec, load_builder(spec), data, tmp_path, n_train=40, n_test=40)
-
-
-def test_answers_not_in_public_files(data: TaskData) -> None:
-    assert_answers_not_in_public_files(data)
+def test_neighbouring_test_answers_look_unrelated(data: TaskData) -> None:
     assert abs(np.mean(data.answers()[1:] == data.answers()[:-1]) - 0.5) < 0.06
 
 

@@ -1,4 +1,4 @@
-"""sentence_topics and sentence_topics_bag: the built files, their determinism, and what the tasks promise."""
+"""sentence_topics and sentence_topics_bag: the built files and what the tasks promise."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from checks import assert_answers_not_in_public_files
 
 from pytest_weirdml.errors import DataUnavailable
 from pytest_weirdml.tasks import TaskData, TaskSpec, load_builder, load_task
@@ -216,24 +215,17 @@ def test_the_code_hides_the_words(data: TaskData) -> None:
     assert words.most_common(1)[0][1] < 0.05 * len(train), words.most_common(3)
 
 
-def test_answers_not_in_public_files(data: TaskData, bag: TaskData) -> None:
-    for built in (data, bag):
-        assert_answers_not_in_public_files(built)
+def test_neighbouring_test_answers_look_unrelated(data: TaskData) -> None:
     answers = data.answers()
     assert (answers[1:] == answers[:-1]).mean() < 0.3
 
 
-def test_deterministic_and_seed_dependent(
+def test_another_seed_writes_none_of_the_same_test_sentences(
     spec: TaskSpec, build: Callable[..., np.ndarray], data: TaskData, tmp_path: Path
 ) -> None:
-    fresh, other = tmp_path / "fresh", tmp_path / "other"
-    fresh.mkdir()
+    other = tmp_path / "other"
     other.mkdir()
-    assert np.array_equal(build(fresh, spec.seed, **spec.params), data.answers())
-    for name in FILES:
-        assert (fresh / name).read_bytes() == (data.public_dir / name).read_bytes(), name
-    answers = build(other, spec.seed + 1, **spec.params, n_train=80, n_test=80)
-    assert not np.array_equal(answers, data.answers()[:80])
+    build(other, spec.seed + 1, **spec.params, n_train=80, n_test=80)
     theirs = (other / "test_sentences.txt").read_text(encoding="utf-8").splitlines()
     assert not set(theirs) & set(lines(data, "test_sentences.txt")[:80])
 

