@@ -42,6 +42,14 @@ EXPECTED=$(cd "$REPO" && PYTHONPATH="$REPO" "$PYTHON" -m pytest_weirdml.cli imag
 [ "$TAG" = "$EXPECTED" ] || { echo "check_wheel: image tag $TAG, the checkout's is $EXPECTED" >&2; exit 1; }
 echo "sandbox image tag from the wheel's recipe: $TAG"
 
+echo "== weirdml check-task (the build checks of a bundled task, from the wheel)"
+"$BIN/weirdml" check-task "$TASKS/shapes_easy" --only build --cache "$WORK/cache"
+# Without the check extra, the leak checks say what to install instead of failing obscurely.
+if "$BIN/weirdml" check-task "$TASKS/shapes_easy" --only leaks --cache "$WORK/cache" >"$WORK/leaks.txt"; then
+    echo "check_wheel: the leak checks passed without scikit-learn" >&2; exit 1
+fi
+grep -q "pytest-weirdml\[check\]" "$WORK/leaks.txt" || { cat "$WORK/leaks.txt" >&2; exit 1; }
+
 echo "== pytest \"\$(weirdml tasks-path)\" -k shapes_easy --weirdml-model=baseline"
 # The prompts' example scripts import torch, which the fresh environment lacks (nothing but the
 # plugin is installed there): the local sandbox runs them with the host interpreter, which

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import fenced, write_tiny_task
 
+from pytest_weirdml.check.context import with_limit
 from pytest_weirdml.cli import main
 
 SOUND_DATA = """\
@@ -239,3 +240,19 @@ def test_usage_errors_name_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture
     with pytest.raises(SystemExit):
         main(["check-task", str(_task(tmp_path)), "--quick", "--save"])
     assert "--save keeps a full check only" in capsys.readouterr().err
+
+
+def test_the_limit_is_announced_after_the_docstring_and_future_imports() -> None:
+    code = '"""A reference."""\n\nfrom __future__ import annotations\n\nimport os\n\n'
+    code += 'print(os.environ["WEIRDML_TIME_LIMIT_S"])\n'
+    announced = with_limit(code, 30)
+    compile(announced, "solution.py", "exec")  # a __future__ import after other code would not compile
+    lines = announced.splitlines()
+    assert lines.index("from __future__ import annotations") < lines.index(
+        '_weirdml_os.environ["WEIRDML_TIME_LIMIT_S"] = "30"'
+    )
+    namespace: dict[str, object] = {}
+    exec(compile(announced.replace("print(", "seen = ("), "solution.py", "exec"), namespace)
+    assert namespace["seen"] == "30"
+    # Code that does not parse (a model's broken script) gets the lines first and fails as it would.
+    assert with_limit("def (", 30).startswith("import os as _weirdml_os\n")

@@ -1,7 +1,7 @@
 """Build checks: the data is what the prompt says and what a seed makes, and train and test are apart.
 
 - ``build.deterministic``: a fresh build of the task's seed gives the cached build's bytes;
-- ``build.seeded``: the next seed gives other inputs in every file and other answers;
+- ``build.seeded``: the next seed gives other bytes in every public file and other answers;
 - ``build.prompt_files``: the prompt names every public file, and where it gives an array's shape
   and dtype they are the file's;
 - ``build.disjoint``: no test sample is a training sample, exactly or nearly;
@@ -76,7 +76,7 @@ def _deterministic(ctx: Context) -> Finding:
 
 def _seeded(ctx: Context) -> Finding:
     data = ctx.data()
-    inputs = {name for pair in ctx.samples().layout.pairs for name in pair}
+    inputs = set(ctx.spec.public_files)
     with tempfile.TemporaryDirectory() as tmp:
         answers = _fresh_build(ctx, ctx.seed + 1, Path(tmp))
         same = sorted(n for n in inputs if (Path(tmp) / n).read_bytes() == (data.public_dir / n).read_bytes())
@@ -89,7 +89,7 @@ def _seeded(ctx: Context) -> Finding:
             f"seeds {ctx.seed} and {ctx.seed + 1} give the same {', '.join(same)}",
             "let every seed draw fresh samples (or a fresh subset, crops, orders) and fresh answers",
         )
-    return passed("build.seeded", f"seed {ctx.seed + 1} gives other inputs in {len(inputs)} files and other answers")
+    return passed("build.seeded", f"seed {ctx.seed + 1} gives other bytes in all {len(inputs)} files and other answers")
 
 
 def _prompt_files(ctx: Context) -> Finding:

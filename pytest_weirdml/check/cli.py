@@ -47,6 +47,11 @@ def add_parser(sub: Any) -> None:
         "--save", action="store_true", help="keep a full check's report as calibration/check.json in the task directory"
     )
     parser.add_argument("--sandbox", default="local", help="the sandbox scripts run in (default: local)")
+    parser.add_argument(
+        "--python",
+        default=None,
+        help="the interpreter the local sandbox runs scripts with (default: its own environment)",
+    )
     parser.add_argument("--cache", type=Path, default=None, help="the data cache (default: the harness's)")
     parser.add_argument("--core", type=int, default=None, help="the core one-core runs use (default: the last one)")
     parser.set_defaults(check_parser=parser)
@@ -85,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     )
     settings = CheckSettings(
         cache=(args.cache or _default_cache()).expanduser(),
-        open_sandbox=lambda: open_sandbox(args.sandbox),
+        open_sandbox=lambda: open_sandbox(args.sandbox, python=args.python),
         groups=groups,
         quick=args.quick,
         cores=() if args.core is None else (args.core,),

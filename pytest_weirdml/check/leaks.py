@@ -30,7 +30,7 @@ import numpy as np
 
 from pytest_weirdml.check.context import Context
 from pytest_weirdml.check.findings import Finding, failed, not_applicable, passed
-from pytest_weirdml.check.learners import fit_predict, gbm
+from pytest_weirdml.check.learners import INSTALL, fit_predict, gbm, sklearn_missing
 from pytest_weirdml.check.samples import Column, Samples, elements, with_elements_shuffled
 from pytest_weirdml.tasks import TaskData
 
@@ -49,6 +49,9 @@ def declared_kinds(ctx: Context) -> tuple[str, ...]:
 
 
 def run(ctx: Context) -> list[Finding]:
+    missing = sklearn_missing()
+    if missing:
+        return [failed("leaks", missing, INSTALL)]
     kinds = declared_kinds(ctx)
     samples = ctx.samples()
     chance, margin = ctx.chance(), ctx.margin()
