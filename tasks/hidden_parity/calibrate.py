@@ -14,6 +14,9 @@ The learners are what a capable generalist writes first without finding the hidd
   a mirror would not: it changes the bar's direction);
 - ``gbm``: gradient-boosted trees on 2x2-pooled pixels (768 values).
 
+``GENERIC_LEARNERS`` gives all three to ``weirdml check-task`` as functions of the built public
+files and a work factor that scales their epochs and boosting rounds.
+
 The reference (reference.py) is measured separately, as a submission:
 ``python tools/try_task.py tasks/hidden_parity``.
 """
@@ -35,7 +38,21 @@ import torch.nn.functional as F
 from threadpoolctl import threadpool_limits
 
 HERE = Path(__file__).resolve().parent
+Arrays = tuple[np.ndarray, np.ndarray, np.ndarray]
 Data = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def scaled(amount: int, work: float) -> int:
+    """A learner's fixed amount of work (epochs, boosting rounds) times ``work``, at least 1."""
+    return max(1, round(amount * work))
+
+
+def read_public(public: Path) -> Arrays:
+    """The training pictures, their labels and the test pictures of a directory of public files."""
+    x_train = np.load(public / "train_data.npy")
+    y_train = np.load(public / "train_labels.npy")
+    x_test = np.load(public / "test_data.npy")
+    return x_train, y_train, x_test
 
 
 def load_data(seed: int) -> Data:
@@ -45,8 +62,7 @@ def load_data(seed: int) -> Data:
     spec.loader.exec_module(module)
     with tempfile.TemporaryDirectory() as tmp:
         answers = module.build(Path(tmp), seed)
-        files = [np.load(Path(tmp) / name) for name in ("train_data.npy", "train_labels.npy", "test_data.npy")]
-    return files[0], files[1], files[2], answers
+        return (*read_public(Path(tmp)), answers)
 
 
 def _tensors(x_train: np.ndarray, x_test: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -57,7 +73,9 @@ def _tensors(x_train: np.ndarray, x_test: np.ndarray) -> tuple[torch.Tensor, tor
     return (xt - mean) / std, (xs - mean) / std
 
 
-def _train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs: int, lr: float, turn: bool) -> nn.Module:
+def _train(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs: int, lr: float, turn: bool, log: bool = True
+) -> nn.Module:
     batch = 64
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     steps = epochs * ((len(x) + batch - 1) // batch)
@@ -78,7 +96,7 @@ def _train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs: int, lr: 
             opt.step()
             sched.step()
             total += loss.item() * len(idx)
-        if (epoch + 1) % 10 == 0:
+        if log and (epoch + 1) % 10 == 0:
             print(f"    epoch {epoch + 1}: loss {total / len(x):.4f}", flush=True)
     return model.eval()
 
@@ -88,8 +106,8 @@ def _predict(model: nn.Module, x: torch.Tensor) -> np.ndarray:
         return torch.cat([model(x[i : i + 500]) for i in range(0, len(x), 500)]).argmax(1).numpy()
 
 
-def mlp(data: Data) -> np.ndarray:
-    x_train, y_train, x_test, _ = data
+def mlp(data: Arrays, work: float = 1.0, log: bool = True) -> np.ndarray:
+    x_train, y_train, x_test = data
     xt, xs = _tensors(x_train, x_test)
     model = nn.Sequential(
         nn.Flatten(),
@@ -101,15 +119,15 @@ def mlp(data: Data) -> np.ndarray:
         nn.Dropout(0.3),
         nn.Linear(128, 2),
     )
-    return _predict(_train(model, xt, torch.tensor(y_train), epochs=60, lr=1e-3, turn=False), xs)
+    return _predict(_train(model, xt, torch.tensor(y_train), scaled(60, work), lr=1e-3, turn=False, log=log), xs)
 
 
 def _block(cin: int, cout: int) -> nn.Sequential:
     return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(), nn.MaxPool2d(2))
 
 
-def cnn(data: Data) -> np.ndarray:
-    x_train, y_train, x_test, _ = data
+def cnn(data: Arrays, work: float = 1.0, log: bool = True) -> np.ndarray:
+    x_train, y_train, x_test = data
     xt, xs = _tensors(x_train, x_test)
     model = nn.Sequential(
         _block(3, 32),
@@ -120,22 +138,38 @@ def cnn(data: Data) -> np.ndarray:
         nn.Dropout(0.3),
         nn.Linear(128, 2),
     )
-    return _predict(_train(model, xt, torch.tensor(y_train), epochs=40, lr=3e-3, turn=True), xs)
+    return _predict(_train(model, xt, torch.tensor(y_train), scaled(40, work), lr=3e-3, turn=True, log=log), xs)
 
 
-def gbm(data: Data) -> np.ndarray:
+def gbm(data: Arrays, work: float = 1.0, log: bool = True) -> np.ndarray:
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    x_train, y_train, x_test, _ = data
+    x_train, y_train, x_test = data
 
     def pooled(x: np.ndarray) -> np.ndarray:
         return x.reshape(len(x), 16, 2, 16, 2, 3).mean((2, 4)).reshape(len(x), -1)
 
-    model = HistGradientBoostingClassifier(max_iter=300, learning_rate=0.05, early_stopping=False, random_state=0)
+    model = HistGradientBoostingClassifier(
+        max_iter=scaled(300, work), learning_rate=0.05, early_stopping=False, random_state=0
+    )
     return model.fit(pooled(x_train), y_train).predict(pooled(x_test))
 
 
-LEARNERS: dict[str, Callable[[Data], np.ndarray]] = {"mlp": mlp, "cnn": cnn, "gbm": gbm}
+LEARNERS: dict[str, Callable[[Arrays, float, bool], np.ndarray]] = {"mlp": mlp, "cnn": cnn, "gbm": gbm}
+
+
+def _generic(learner: Callable[[Arrays, float, bool], np.ndarray]) -> Callable[[Path, float], np.ndarray]:
+    def run(public: Path, work: float) -> np.ndarray:
+        torch.manual_seed(0)  # as main() seeds before each learner
+        return learner(read_public(public), work, False)
+
+    return run
+
+
+# For ``weirdml check-task``: name -> (public directory, work factor) -> test predictions.
+GENERIC_LEARNERS: dict[str, Callable[[Path, float], np.ndarray]] = {
+    name: _generic(learner) for name, learner in LEARNERS.items()
+}
 
 
 def main() -> int:
@@ -159,7 +193,7 @@ def main() -> int:
     for name in args.only or list(LEARNERS):
         torch.manual_seed(0)
         start = time.perf_counter()
-        preds = LEARNERS[name](data)
+        preds = LEARNERS[name](data[:3], 1.0, True)
         print(f"{name:5s} accuracy {np.mean(preds == answers):.3f}  ({time.perf_counter() - start:.0f} s)", flush=True)
     return 0
 

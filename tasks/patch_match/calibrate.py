@@ -13,6 +13,9 @@ Builds the data for the seed into a temporary directory and prints the accuracy 
   a head with five outputs;
 - with --reference, the task's reference.py run on the data as the sandbox runs it.
 The first tries train for a fixed number of epochs, so the figures do not depend on the load.
+``GENERIC_LEARNERS`` gives the two first tries (not the seam rule, which is the task's structure)
+to ``weirdml check-task`` as functions of the built public files and a work factor that scales
+their epochs.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +37,13 @@ import torch.nn.functional as F
 
 HERE = Path(__file__).resolve().parent
 HOLE = 8
+EPOCHS = 30  # the first tries' epochs at work 1.0
+Split = tuple[np.ndarray, ...]
+
+
+def scaled(amount: int, work: float) -> int:
+    """A learner's fixed amount of work (epochs) times ``work``, at least 1."""
+    return max(1, round(amount * work))
 
 
 def load_builder():  # type: ignore[no-untyped-def]
@@ -41,6 +52,14 @@ def load_builder():  # type: ignore[no-untyped-def]
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.build
+
+
+def read_public(public: Path) -> tuple[Split, Split]:
+    """The training arrays (images, holes, patches, labels) and the test arrays (images, holes,
+    patches) of a directory of public files."""
+    train = tuple(np.load(public / f"train_{name}.npy") for name in ("images", "holes", "patches", "labels"))
+    test = tuple(np.load(public / f"test_{name}.npy") for name in ("images", "holes", "patches"))
+    return train, test
 
 
 def seam_rule(images: np.ndarray, holes: np.ndarray, patches: np.ndarray, turns: int = 1) -> np.ndarray:
@@ -95,14 +114,12 @@ class TwoCNN(nn.Module):
         return self.head(torch.cat([fi, hole / 28.0, fp], dim=1))
 
 
-def first_try(
-    model: nn.Module, train: tuple[np.ndarray, ...], test: tuple[np.ndarray, ...], epochs: int = 30
-) -> np.ndarray:
+def first_try(model: nn.Module, train: Split, test: Split, work: float = 1.0) -> np.ndarray:
     torch.manual_seed(0)
     image, hole, patches, labels = (torch.tensor(a) for a in train)
     hole = hole.float()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-3)
-    for _ in range(epochs):
+    for _ in range(scaled(EPOCHS, work)):
         model.train()
         for idx in torch.randperm(len(image)).split(64):
             loss = F.cross_entropy(model(image[idx], hole[idx], patches[idx]), labels[idx])
@@ -113,6 +130,19 @@ def first_try(
     t_image, t_hole, t_patches = (torch.tensor(a) for a in test)
     with torch.no_grad():
         return model(t_image, t_hole.float(), t_patches).argmax(dim=1).numpy()
+
+
+def _generic(make: Callable[[int], nn.Module]) -> Callable[[Path, float], np.ndarray]:
+    def run(public: Path, work: float) -> np.ndarray:
+        train, test = read_public(public)
+        torch.manual_seed(0)
+        return first_try(make(train[2].shape[1]), train, test, work)
+
+    return run
+
+
+# For ``weirdml check-task``: name -> (public directory, work factor) -> test predictions.
+GENERIC_LEARNERS: dict[str, Callable[[Path, float], np.ndarray]] = {"mlp": _generic(RawMLP), "cnn": _generic(TwoCNN)}
 
 
 def run_reference(public: Path, answers: np.ndarray) -> float:
@@ -138,8 +168,7 @@ def main() -> None:
         start = time.perf_counter()
         answers = load_builder()(out, args.seed)
         print(f"seed {args.seed}: built in {time.perf_counter() - start:.2f} s")
-        train = tuple(np.load(out / f"train_{name}.npy") for name in ("images", "holes", "patches", "labels"))
-        test = tuple(np.load(out / f"test_{name}.npy") for name in ("images", "holes", "patches"))
+        train, test = read_public(out)
         k = train[2].shape[1]
         print(f"chance (majority share): {np.bincount(answers).max() / len(answers):.3f}")
         print(f"seam rule (no learning), as given: {np.mean(seam_rule(*test) == answers):.3f}")

@@ -22,6 +22,10 @@ Partial structure, for comparison (scale-free shapes and differences, no arithme
 - ``gbm_diffs``: boosted trees on the standardised sequence, its first and its second
   differences, each divided by the sequence's mean absolute step.
 
+``GENERIC_LEARNERS`` gives the three first tries (not the partial-structure learners) to
+``weirdml check-task`` as functions of the built public files and a work factor that scales
+their epochs and boosting rounds.
+
 The reference (reference.py) adds the rules' tests and is measured as a submission:
 ``python tools/try_task.py tasks/sequence_rules``.
 """
@@ -44,7 +48,23 @@ from threadpoolctl import threadpool_limits
 
 HERE = Path(__file__).resolve().parent
 N_CLASSES = 8
+Arrays = tuple[np.ndarray, np.ndarray, np.ndarray]
 Data = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+FIRST_TRIES = ("mlp", "mlp_log", "gbm")
+
+
+def scaled(amount: int, work: float) -> int:
+    """A learner's fixed amount of work (epochs, boosting rounds) times ``work``, at least 1."""
+    return max(1, round(amount * work))
+
+
+def read_public(public: Path) -> Arrays:
+    """The training sequences (as floats), their labels and the test sequences of a directory of
+    public files."""
+    x_train = np.load(public / "train_data.npy").astype(np.float64)
+    y_train = np.load(public / "train_labels.npy")
+    x_test = np.load(public / "test_data.npy").astype(np.float64)
+    return x_train, y_train, x_test
 
 
 def load_data(seed: int) -> Data:
@@ -54,11 +74,10 @@ def load_data(seed: int) -> Data:
     spec.loader.exec_module(module)
     with tempfile.TemporaryDirectory() as tmp:
         answers = module.build(Path(tmp), seed)
-        files = [np.load(Path(tmp) / name) for name in ("train_data.npy", "train_labels.npy", "test_data.npy")]
-    return files[0].astype(np.float64), files[1], files[2].astype(np.float64), answers
+        return (*read_public(Path(tmp)), answers)
 
 
-def _mlp(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, epochs: int = 100) -> np.ndarray:
+def _mlp(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, work: float = 1.0) -> np.ndarray:
     """A two-hidden-layer MLP on inputs standardised per column with the training statistics."""
     mean, std = x_train.mean(0), x_train.std(0) + 1e-9
     xt = torch.tensor((x_train - mean) / std, dtype=torch.float32)
@@ -74,7 +93,7 @@ def _mlp(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, epochs: i
         nn.Linear(256, N_CLASSES),
     )
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-4)
-    for _ in range(epochs):
+    for _ in range(scaled(100, work)):
         model.train()
         order = torch.randperm(len(xt))
         for i in range(0, len(xt), 64):
@@ -88,10 +107,10 @@ def _mlp(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, epochs: i
         return model(xs).argmax(1).numpy()
 
 
-def _gbm(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray) -> np.ndarray:
+def _gbm(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, work: float = 1.0) -> np.ndarray:
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    model = HistGradientBoostingClassifier(max_iter=300, learning_rate=0.05, random_state=0)
+    model = HistGradientBoostingClassifier(max_iter=scaled(300, work), learning_rate=0.05, random_state=0)
     return model.fit(x_train, y_train).predict(x_test)
 
 
@@ -109,12 +128,26 @@ def _diffs(x: np.ndarray) -> np.ndarray:
     return np.concatenate([_shape(x), d1 / scale, np.diff(d1, axis=1) / scale], axis=1)
 
 
-LEARNERS: dict[str, Callable[[Data], np.ndarray]] = {
-    "mlp": lambda d: _mlp(d[0], d[1], d[2]),
-    "mlp_log": lambda d: _mlp(_signed_log(d[0]), d[1], _signed_log(d[2])),
-    "gbm": lambda d: _gbm(d[0], d[1], d[2]),
-    "mlp_shape": lambda d: _mlp(_shape(d[0]), d[1], _shape(d[2])),
-    "gbm_diffs": lambda d: _gbm(_diffs(d[0]), d[1], _diffs(d[2])),
+LEARNERS: dict[str, Callable[[Arrays, float], np.ndarray]] = {
+    "mlp": lambda d, work: _mlp(d[0], d[1], d[2], work),
+    "mlp_log": lambda d, work: _mlp(_signed_log(d[0]), d[1], _signed_log(d[2]), work),
+    "gbm": lambda d, work: _gbm(d[0], d[1], d[2], work),
+    "mlp_shape": lambda d, work: _mlp(_shape(d[0]), d[1], _shape(d[2]), work),
+    "gbm_diffs": lambda d, work: _gbm(_diffs(d[0]), d[1], _diffs(d[2]), work),
+}
+
+
+def _generic(learner: Callable[[Arrays, float], np.ndarray]) -> Callable[[Path, float], np.ndarray]:
+    def run(public: Path, work: float) -> np.ndarray:
+        torch.manual_seed(0)  # as main() seeds before each learner
+        return learner(read_public(public), work)
+
+    return run
+
+
+# For ``weirdml check-task``: name -> (public directory, work factor) -> test predictions.
+GENERIC_LEARNERS: dict[str, Callable[[Path, float], np.ndarray]] = {
+    name: _generic(LEARNERS[name]) for name in FIRST_TRIES
 }
 
 
@@ -139,7 +172,7 @@ def main() -> int:
     for name in args.only or list(LEARNERS):
         torch.manual_seed(0)
         start = time.perf_counter()
-        preds = LEARNERS[name](data)
+        preds = LEARNERS[name](data[:3], 1.0)
         per_class = [np.mean(preds[answers == c] == c) for c in range(N_CLASSES)]
         print(
             f"{name:9s} accuracy {np.mean(preds == answers):.3f}  per family {np.round(per_class, 2).tolist()}"

@@ -16,6 +16,9 @@ generalist writes first for ragged point sets without finding the structure:
 - ``gbm``: gradient-boosted trees, one per kind, on the cloud's 16x16 density histogram and its
   point count.
 
+``GENERIC_LEARNERS`` gives all three to ``weirdml check-task`` as functions of the built public
+files and a work factor that scales their epochs and boosting rounds.
+
 The reference (reference.py) is measured separately, as a submission:
 ``python tools/try_task.py tasks/shapes_crowd``.
 """
@@ -40,7 +43,24 @@ HERE = Path(__file__).resolve().parent
 KINDS = 5
 PAD = 512
 Clouds = list[np.ndarray]
+Public = tuple[Clouds, np.ndarray, Clouds]
 Data = tuple[Clouds, np.ndarray, Clouds, np.ndarray]
+
+
+def scaled(amount: int, work: float) -> int:
+    """A learner's fixed amount of work (epochs, boosting rounds) times ``work``, at least 1."""
+    return max(1, round(amount * work))
+
+
+def read_public(public: Path) -> Public:
+    """The training clouds, their presence rows and the test clouds of a directory of public files."""
+
+    def clouds(split: str) -> Clouds:
+        points = np.load(public / f"{split}_data.npy")
+        offsets = np.load(public / f"{split}_offsets.npy")
+        return [points[a:b] for a, b in pairwise(offsets)]
+
+    return clouds("train"), np.load(public / "train_labels.npy"), clouds("test")
 
 
 def load_data(seed: int) -> Data:
@@ -50,15 +70,7 @@ def load_data(seed: int) -> Data:
     spec.loader.exec_module(module)
     with tempfile.TemporaryDirectory() as tmp:
         answers = module.build(Path(tmp), seed)
-
-        def clouds(split: str) -> Clouds:
-            points = np.load(Path(tmp) / f"{split}_data.npy")
-            offsets = np.load(Path(tmp) / f"{split}_offsets.npy")
-            return [points[a:b] for a, b in pairwise(offsets)]
-
-        train, test = clouds("train"), clouds("test")
-        labels = np.load(Path(tmp) / "train_labels.npy")
-    return train, labels, test, answers
+        return (*read_public(Path(tmp)), answers)
 
 
 def padded(clouds: Clouds) -> tuple[torch.Tensor, torch.Tensor]:
@@ -73,7 +85,9 @@ def padded(clouds: Clouds) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor(x), torch.tensor(mask)
 
 
-def _train(model: nn.Module, inputs: tuple[torch.Tensor, ...], y: torch.Tensor, epochs: int, lr: float) -> nn.Module:
+def _train(
+    model: nn.Module, inputs: tuple[torch.Tensor, ...], y: torch.Tensor, epochs: int, lr: float, log: bool = True
+) -> nn.Module:
     batch = 64
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     steps = epochs * ((len(y) + batch - 1) // batch)
@@ -90,7 +104,7 @@ def _train(model: nn.Module, inputs: tuple[torch.Tensor, ...], y: torch.Tensor, 
             opt.step()
             sched.step()
             total += loss.item() * len(idx)
-        if (epoch + 1) % 10 == 0:
+        if log and (epoch + 1) % 10 == 0:
             print(f"    epoch {epoch + 1}: loss {total / len(y):.4f}", flush=True)
     return model.eval()
 
@@ -128,22 +142,22 @@ class PointNet(nn.Module):
         return self.head(features.amax(dim=1))
 
 
-def mlp(data: Data) -> np.ndarray:
-    train, labels, test, _ = data
+def mlp(data: Public, work: float = 1.0, log: bool = True) -> np.ndarray:
+    train, labels, test = data
     y = torch.tensor(labels, dtype=torch.float32)
-    return _predict(_train(FlatMLP(), padded(train), y, epochs=60, lr=1e-3), padded(test))
+    return _predict(_train(FlatMLP(), padded(train), y, scaled(60, work), lr=1e-3, log=log), padded(test))
 
 
-def pointnet(data: Data) -> np.ndarray:
-    train, labels, test, _ = data
+def pointnet(data: Public, work: float = 1.0, log: bool = True) -> np.ndarray:
+    train, labels, test = data
     y = torch.tensor(labels, dtype=torch.float32)
-    return _predict(_train(PointNet(), padded(train), y, epochs=30, lr=2e-3), padded(test))
+    return _predict(_train(PointNet(), padded(train), y, scaled(30, work), lr=2e-3, log=log), padded(test))
 
 
-def gbm(data: Data) -> np.ndarray:
+def gbm(data: Public, work: float = 1.0, log: bool = True) -> np.ndarray:
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    train, labels, test, _ = data
+    train, labels, test = data
 
     def features(clouds: Clouds) -> np.ndarray:
         rows = []
@@ -155,12 +169,28 @@ def gbm(data: Data) -> np.ndarray:
     x_train, x_test = features(train), features(test)
     columns = []
     for kind in range(KINDS):
-        model = HistGradientBoostingClassifier(max_iter=200, learning_rate=0.05, early_stopping=False, random_state=0)
+        model = HistGradientBoostingClassifier(
+            max_iter=scaled(200, work), learning_rate=0.05, early_stopping=False, random_state=0
+        )
         columns.append(model.fit(x_train, labels[:, kind]).predict(x_test))
     return np.stack(columns, axis=1)
 
 
-LEARNERS: dict[str, Callable[[Data], np.ndarray]] = {"mlp": mlp, "pointnet": pointnet, "gbm": gbm}
+LEARNERS: dict[str, Callable[[Public, float, bool], np.ndarray]] = {"mlp": mlp, "pointnet": pointnet, "gbm": gbm}
+
+
+def _generic(learner: Callable[[Public, float, bool], np.ndarray]) -> Callable[[Path, float], np.ndarray]:
+    def run(public: Path, work: float) -> np.ndarray:
+        torch.manual_seed(0)
+        return learner(read_public(public), work, False)
+
+    return run
+
+
+# For ``weirdml check-task``: name -> (public directory, work factor) -> test predictions.
+GENERIC_LEARNERS: dict[str, Callable[[Path, float], np.ndarray]] = {
+    name: _generic(learner) for name, learner in LEARNERS.items()
+}
 
 
 def main() -> int:
@@ -183,7 +213,7 @@ def main() -> int:
     )
     for name in args.only or list(LEARNERS):
         start = time.perf_counter()
-        preds = LEARNERS[name](data)
+        preds = LEARNERS[name](data[:3], 1.0, True)
         print(f"{name:8s} accuracy {np.mean(preds == answers):.3f}  ({time.perf_counter() - start:.0f} s)", flush=True)
     return 0
 

@@ -16,11 +16,16 @@ are those of the published write-ups' discussion of the task:
 - ``hist_cnn``: a 32x32 histogram of the cloud and a small 2-D CNN;
 - ``hist_cnn_aug``: the same with random scaling, translation and flips (mirrors and quarter
   turns) of the clouds while training.
+
+``GENERIC_LEARNERS`` gives all five to ``weirdml check-task`` for shapes_easy as functions of the
+built public files and a work factor that scales their epochs; there they train on every
+training cloud and predict the test clouds.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import os
 import tempfile
@@ -30,8 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-# Idle OpenMP threads must sleep, not spin: on a busy CPU spinning makes each step far slower.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if __name__ == "__main__":  # importing the module (as the task checker does) changes nothing
+    # Idle OpenMP threads must sleep, not spin: on a busy CPU spinning makes each step far slower.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -39,6 +45,20 @@ import torch.nn.functional as F
 HERE = Path(__file__).resolve().parent
 N_FIT = 750
 BINS = 32
+RANGE = {False: (0.0, 1.0), True: (-0.3, 1.3)}  # the histograms' square for shapes_easy, shapes_hard
+
+
+def scaled(amount: int, work: float) -> int:
+    """A learner's fixed amount of work (epochs) times ``work``, at least 1."""
+    return max(1, round(amount * work))
+
+
+def read_public(public: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The training clouds, their labels and the test clouds of a directory of public files."""
+    x_train = np.load(public / "train_data.npy")
+    y_train = np.load(public / "train_flags.npy")
+    x_test = np.load(public / "test_data.npy")
+    return x_train, y_train, x_test
 
 
 def load_data(seed: int, hard: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -48,7 +68,8 @@ def load_data(seed: int, hard: bool) -> tuple[np.ndarray, np.ndarray]:
     spec.loader.exec_module(module)
     with tempfile.TemporaryDirectory() as tmp:
         module.build(Path(tmp), seed, hard=hard)
-        return np.load(Path(tmp) / "train_data.npy"), np.load(Path(tmp) / "train_flags.npy")
+        x_train, y_train, _ = read_public(Path(tmp))
+        return x_train, y_train
 
 
 def standardise(points: torch.Tensor) -> torch.Tensor:
@@ -142,16 +163,16 @@ def augment(points: torch.Tensor) -> torch.Tensor:
     return c * scale + 0.5 + shift
 
 
-def fit(
+def train_predict(
     model: nn.Module,
     x: torch.Tensor,
     y: torch.Tensor,
-    x_val: torch.Tensor,
-    y_val: torch.Tensor,
+    x_test: torch.Tensor,
     epochs: int,
     lr: float = 1e-3,
     aug: Callable[[torch.Tensor], torch.Tensor] | None = None,
-) -> float:
+) -> torch.Tensor:
+    """Train for ``epochs`` and return the predictions for ``x_test`` after the last epoch."""
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * ((len(x) + 31) // 32))
     for _ in range(epochs):
@@ -165,8 +186,44 @@ def fit(
             sched.step()
     model.eval()
     with torch.no_grad():
-        preds = torch.cat([model(chunk).argmax(1) for chunk in x_val.split(250)])
-    return float((preds == y_val).float().mean())
+        return torch.cat([model(chunk).argmax(1) for chunk in x_test.split(250)])
+
+
+@dataclasses.dataclass(frozen=True)
+class Learner:
+    make: Callable[[bool], nn.Module]  # the network, for shapes_hard (True) or shapes_easy
+    epochs: int
+    lr: float = 1e-3
+    aug: Callable[[torch.Tensor], torch.Tensor] | None = None
+
+    def __call__(
+        self, hard: bool, x: torch.Tensor, y: torch.Tensor, x_test: torch.Tensor, work: float = 1.0
+    ) -> torch.Tensor:
+        return train_predict(self.make(hard), x, y, x_test, scaled(self.epochs, work), self.lr, self.aug)
+
+
+LEARNERS: dict[str, Learner] = {
+    "raw_mlp": Learner(lambda hard: RawMLP(), epochs=100),
+    "pointnet": Learner(lambda hard: PointNet(), epochs=80, lr=2e-3),
+    "sorted_cnn": Learner(lambda hard: SortedCNN(), epochs=60),
+    "hist_cnn": Learner(lambda hard: HistCNN(*RANGE[hard]), epochs=60),
+    "hist_cnn_aug": Learner(lambda hard: HistCNN(*RANGE[hard]), epochs=120, lr=2e-3, aug=augment),
+}
+
+
+def _generic(learner: Learner) -> Callable[[Path, float], np.ndarray]:
+    def run(public: Path, work: float) -> np.ndarray:
+        x, y, x_test = (torch.tensor(a) for a in read_public(public))
+        torch.manual_seed(0)
+        return learner(False, x, y, x_test, work).numpy()
+
+    return run
+
+
+# For ``weirdml check-task`` (shapes_easy): name -> (public directory, work factor) -> test predictions.
+GENERIC_LEARNERS: dict[str, Callable[[Path, float], np.ndarray]] = {
+    name: _generic(learner) for name, learner in LEARNERS.items()
+}
 
 
 def main() -> int:
@@ -182,19 +239,11 @@ def main() -> int:
     data, flags = load_data(args.seed, args.hard)
     x, y = torch.tensor(data[:N_FIT]), torch.tensor(flags[:N_FIT])
     x_val, y_val = torch.tensor(data[N_FIT:]), torch.tensor(flags[N_FIT:])
-    lo, hi = (-0.3, 1.3) if args.hard else (0.0, 1.0)
-    learners: dict[str, Callable[[], float]] = {
-        "raw_mlp": lambda: fit(RawMLP(), x, y, x_val, y_val, epochs=100),
-        "pointnet": lambda: fit(PointNet(), x, y, x_val, y_val, epochs=80, lr=2e-3),
-        "sorted_cnn": lambda: fit(SortedCNN(), x, y, x_val, y_val, epochs=60),
-        "hist_cnn": lambda: fit(HistCNN(lo, hi), x, y, x_val, y_val, epochs=60),
-        "hist_cnn_aug": lambda: fit(HistCNN(lo, hi), x, y, x_val, y_val, epochs=120, lr=2e-3, aug=augment),
-    }
     task = "shapes_hard" if args.hard else "shapes_easy"
     print(f"{task}, data seed {args.seed}: train on {len(x)} training clouds, score on the other {len(x_val)}")
-    for name in args.only or learners:
+    for name in args.only or LEARNERS:
         start = time.perf_counter()
-        acc = learners[name]()
+        acc = float((LEARNERS[name](args.hard, x, y, x_val, 1.0) == y_val).float().mean())
         print(f"{name:14s} held-out accuracy {acc:.3f}  ({time.perf_counter() - start:.0f} s)", flush=True)
     return 0
 
