@@ -80,7 +80,7 @@ import numpy as np
 
 def build(out, seed, ordered=True):
     rng = np.random.default_rng(seed)
-    n, m = 600, 64
+    n, m = 1500, 32
     y = rng.integers(0, 2, n)
     clouds = np.empty((n, m, 2), dtype=np.float32)
     for i in range(n):
@@ -89,15 +89,15 @@ def build(out, seed, ordered=True):
         if y[i] == 1 and ordered:
             angle = np.sort(angle)
         clouds[i] = np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=1)
-    np.save(out / "train_x.npy", clouds[:400])
-    np.save(out / "train_y.npy", y[:400])
-    np.save(out / "test_x.npy", clouds[400:])
-    return y[400:]
+    np.save(out / "train_x.npy", clouds[:1000])
+    np.save(out / "train_y.npy", y[:1000])
+    np.save(out / "test_x.npy", clouds[1000:])
+    return y[1000:]
 """
 
 ORDERED_SETS_PROMPT = """\
-Each sample is a set of 64 points in the plane. Files: `train_x.npy`: float32 array of shape (400, 64, 2);
-`train_y.npy`: int64 array of shape (400,); `test_x.npy`: float32 array of shape (200, 64, 2).
+Each sample is a set of 32 points in the plane. Files: `train_x.npy`: float32 array of shape (1000, 32, 2);
+`train_y.npy`: int64 array of shape (1000,); `test_x.npy`: float32 array of shape (500, 32, 2).
 
 ```python
 import numpy as np

@@ -107,15 +107,28 @@ def _meaningless(kind: str, samples: Samples, chance: float, margin: float) -> F
     return passed(check, figure)
 
 
+STEP_BINS = np.geomspace(1e-3, 2.0, 9)
+ANGLE_BINS = np.linspace(0.0, np.pi, 10)
+SMALL_STEP = 0.05
+
+
 def _order_stats(points: np.ndarray) -> np.ndarray:
+    """What the file order of a set's elements shows: the histogram of steps between neighbours
+    (relative to the set's spread), the histogram of turning angles along runs of short steps
+    (an outline written point after point turns smoothly), and the lag-1 autocorrelation."""
+    size = len(STEP_BINS) - 1 + len(ANGLE_BINS) - 1 + 2
     if len(points) < 3:
-        return np.zeros(8)
-    steps = np.linalg.norm(np.diff(points, axis=0), axis=1)
-    spread = np.linalg.norm(points - points.mean(0), axis=1).mean() + 1e-12
+        return np.zeros(size)
     centred = points - points.mean(0)
+    spread = np.linalg.norm(centred, axis=1).mean() + 1e-12
+    moves = np.diff(points, axis=0) / spread
+    steps = np.linalg.norm(moves, axis=1)
+    step_hist = np.histogram(np.clip(steps, STEP_BINS[0], STEP_BINS[-1]), STEP_BINS)[0] / len(steps)
+    short = (steps[1:] < SMALL_STEP) & (steps[:-1] < SMALL_STEP) & (steps[1:] > 0) & (steps[:-1] > 0)
+    cosines = (moves[1:] * moves[:-1]).sum(1)[short] / (steps[1:] * steps[:-1])[short]
+    angle_hist = np.histogram(np.arccos(np.clip(cosines, -1, 1)), ANGLE_BINS)[0] / len(steps)
     lag = (centred[1:] * centred[:-1]).sum() / ((centred**2).sum() + 1e-12)
-    q = np.quantile(steps / spread, [0.05, 0.25, 0.5, 0.75, 0.95])
-    return np.concatenate([q, [float((steps / spread < 0.05).mean()), lag, steps.mean() / spread]])
+    return np.concatenate([step_hist, angle_hist, [float(short.mean()), lag]])
 
 
 def _set_features(columns: tuple[Column, ...], sets: frozenset[str], shuffled: bool) -> np.ndarray:
