@@ -239,7 +239,7 @@ def test_usage_errors_name_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "no task.toml here or in its subdirectories" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["check-task", str(_task(tmp_path)), "--quick", "--save"])
-    assert "--save keeps a full check only" in capsys.readouterr().err
+    assert "--save keeps measured figures: drop --quick" in capsys.readouterr().err
 
 
 def test_the_limit_is_announced_after_the_docstring_and_future_imports() -> None:

@@ -44,7 +44,9 @@ def add_parser(sub: Any) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the reports as one JSON list")
     parser.add_argument(
-        "--save", action="store_true", help="keep a full check's report as calibration/check.json in the task directory"
+        "--save",
+        action="store_true",
+        help="keep the report (a full check, or one with the bars group) as calibration/check.json in the task dir",
     )
     parser.add_argument("--sandbox", default="local", help="the sandbox scripts run in (default: local)")
     parser.add_argument(
@@ -76,8 +78,8 @@ def _default_cache() -> Path:
 
 def run(args: argparse.Namespace) -> int:
     parser: argparse.ArgumentParser = args.check_parser
-    if args.save and (args.quick or args.only):
-        parser.error("--save keeps a full check only: drop --quick and --only")
+    if args.save and (args.quick or (args.only and "bars" not in args.only)):
+        parser.error("--save keeps measured figures: drop --quick, and keep the bars group in --only")
     try:
         specs = [load_task(d) for d in _task_dirs(args.tasks)]
     except TaskError as exc:
