@@ -232,6 +232,10 @@ def test_a_full_check_is_saved_and_read_back_by_a_later_calibration_check(
     _, out = _check(capsys, str(task), "--only", "calibration", "--cache", cache, "--json")
     (report,) = json.loads(out)
     assert [f["check"] for f in report["findings"]] == ["calibration.tier"]
+    # The table takes the reference and generic figures from the saved check.
+    _, out = _check(capsys, str(task), "--only", "calibration", "--cache", cache, "--table")
+    row = next(line for line in out.splitlines() if line.startswith("| tiny |"))
+    assert "| -, - | 0.620 | 1.000 / 1.000 / 1.000 | 1.000 (1.00) |" in row and row.endswith("| - | calibration.tier |")
 
 
 def test_usage_errors_name_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pytest_weirdml.check import GROUPS, QUICK_GROUPS, CheckSettings, check_task
+from pytest_weirdml.check import GROUPS, QUICK_GROUPS, CheckSettings, check_task, table
 from pytest_weirdml.check.calibration import saved_path
 from pytest_weirdml.check.findings import FAIL, NA, Finding, TaskReport
 from pytest_weirdml.errors import TaskError
@@ -43,6 +43,9 @@ def add_parser(sub: Any) -> None:
         help=f"run only these groups ({', '.join(GROUPS)}); repeatable",
     )
     parser.add_argument("--json", action="store_true", help="print the reports as one JSON list")
+    parser.add_argument(
+        "--table", action="store_true", help="end with a Markdown table: one row of figures and failed checks per task"
+    )
     parser.add_argument(
         "--save",
         action="store_true",
@@ -112,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps([r.as_dict() for r in reports], indent=2))
     else:
         _print_summary(reports)
+    if args.table and not args.json:
+        print("\n".join(table.lines(reports)))
     return 1 if any(r.failures for r in reports) else 0
 
 
