@@ -143,7 +143,7 @@ def test_a_label_that_is_the_row_parity_fails_the_row_index_check(
     # Every seed gives the same answers, and the training labels' bytes hold the test answers'
     # 0, 1, 0, 1, ...: both true of such a task, and said too.
     assert _failed(out) == {"leaks.row_index", "build.seeded", "leaks.label_copy"}, out
-    assert "seeds 0 and 1 give the same hidden answers" in out
+    assert "seeds 0 and 1 give the same train_y.npy, hidden answers" in out
     line = next(line for line in out.splitlines() if "FAIL leaks.row_index" in line)
     assert "row index alone scores 1.000 (chance 0.5" in line
     assert "fix: the row index of a sample tells its label" in out
