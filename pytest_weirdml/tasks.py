@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
-import io
 import json
 import math
 import os
@@ -34,13 +33,15 @@ from pytest_weirdml.errors import DataUnavailable, TaskError
 from pytest_weirdml.horizons.estimates import TimeEstimates, parse_estimates
 from pytest_weirdml.schema import PLAIN_NAME
 
+# Scoring has its own module; these names stay importable from here for the code that uses them.
+from pytest_weirdml.scoring import PREDICTIONS_FILE, Score, score_predictions  # noqa: F401
+
 # The bundled tasks live in the repository's tasks/; the wheel ships them as this sub-package
 # (pyproject.toml maps it onto tasks/).
 BUNDLED_PACKAGE = "pytest_weirdml.bundled_tasks"
 TASK_FILE = "task.toml"
 PROMPT_FILE = "prompt.md"
 REFERENCE_FILE = "reference.py"
-PREDICTIONS_FILE = "results/test_preds.txt"
 DEFAULT_TIME_LIMIT_S = 120.0
 DEFAULT_ITERATIONS = 5
 
@@ -374,62 +375,3 @@ def _build_into(spec: TaskSpec, root: Path, seed: int) -> None:
         path.chmod(0o444)
     public.chmod(0o555)
     root.chmod(0o755)
-
-
-@dataclass(frozen=True)
-class Score:
-    """An iteration's accuracy, and why it is zero when the predictions are unusable."""
-
-    accuracy: float
-    zero_reason: str | None = None
-
-
-def score_predictions(content: bytes | None, answers: np.ndarray, *, cap: int | None = None) -> Score:
-    """Accuracy over the flattened arrays; a missing or malformed file scores 0 with a reason."""
-    if content is None:
-        return Score(0.0, f"no predictions: {PREDICTIONS_FILE} was not written")
-    if cap is not None and len(content) > cap:
-        return Score(0.0, f"malformed predictions: {PREDICTIONS_FILE} is larger than {cap} bytes")
-    if not content.strip():
-        return Score(0.0, f"no predictions: {PREDICTIONS_FILE} is empty")
-    try:
-        preds = np.loadtxt(io.BytesIO(content), dtype=np.float64, ndmin=1)
-    except (ValueError, OSError):
-        # numpy's message quotes the file; the model reads our own, with a short, clean excerpt.
-        return Score(0.0, f"malformed predictions in {PREDICTIONS_FILE}: {_first_problem(content)}")
-    # Scores are computed on flattened arrays, so any layout with the right count is accepted.
-    if preds.size != answers.size:
-        return Score(0.0, f"wrong shape: predictions {preds.shape}, expected {answers.shape}")
-    flat = preds.reshape(-1)
-    if not np.all(np.isfinite(flat)) or not np.all(flat == np.round(flat)):
-        return Score(0.0, f"malformed predictions in {PREDICTIONS_FILE}: values must be integers")
-    accuracy = float(np.mean(flat.astype(np.int64) == answers.reshape(-1)))
-    return Score(accuracy, None)
-
-
-EXCERPT_CHARS = 12
-
-
-def excerpt(raw: bytes) -> str:
-    """A short, printable rendering of bytes a script wrote (for a reason the model reads)."""
-    text = raw[: EXCERPT_CHARS * 4].decode("utf-8", errors="replace")
-    clean = "".join(c if c.isprintable() and c.isascii() else "?" for c in text)
-    return repr(clean[:EXCERPT_CHARS] + ("..." if len(clean) > EXCERPT_CHARS else ""))
-
-
-def _first_problem(content: bytes) -> str:
-    """Where a predictions file stops being a table of numbers (the line, a short excerpt)."""
-    width = None
-    for number, line in enumerate(content.splitlines(), start=1):
-        values = line.split(b"#", 1)[0].split()
-        if not values:
-            continue
-        for value in values:
-            try:
-                float(value)
-            except ValueError:
-                return f"line {number} holds {excerpt(value)}, not a number"
-        if width is not None and len(values) != width:
-            return f"line {number} has {len(values)} values where the lines before it have {width}"
-        width = len(values)
-    return "it is not a table of numbers (one or more per line)"

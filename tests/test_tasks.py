@@ -9,7 +9,8 @@ import pytest
 from helpers import write_tiny_task
 
 from pytest_weirdml.errors import TaskError
-from pytest_weirdml.tasks import Score, build_data, load_task, score_predictions
+from pytest_weirdml.scoring import Score, score_predictions
+from pytest_weirdml.tasks import build_data, load_task
 
 
 def test_scoring_flattens_and_names_each_zero_reason() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,7 +16,8 @@ from pytest_weirdml.check.findings import Figures
 from pytest_weirdml.check.samples import Samples, find_layout, read_samples
 from pytest_weirdml.loop import run_and_score
 from pytest_weirdml.sandbox import ExecResult, Limits, Sandbox
-from pytest_weirdml.tasks import Score, TaskData, TaskSpec, build_data
+from pytest_weirdml.scoring import Score
+from pytest_weirdml.tasks import TaskData, TaskSpec, build_data
 
 # The variable a time-budgeted script reads its limit from; the checker sets it in the code it
 # submits when it runs a script under another limit than the task's.
@@ -78,7 +80,7 @@ def with_limit(code: str, limit_s: float) -> str:
 class Context:
     spec: TaskSpec
     cache: Path
-    open_sandbox: object  # () -> Sandbox, opened on first use
+    open_sandbox: Callable[[], Sandbox]  # opened on first use
     quick: bool = False
     cores: tuple[int, ...] = field(default_factory=one_core)
     figures: Figures = field(default_factory=Figures)
@@ -117,7 +119,7 @@ class Context:
 
     def sandbox(self) -> Sandbox:
         if self._sandbox is None:
-            self._sandbox = self.open_sandbox()  # type: ignore[operator]
+            self._sandbox = self.open_sandbox()
         return self._sandbox
 
     def run(
