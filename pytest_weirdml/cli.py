@@ -5,6 +5,7 @@
     weirdml image build|check|tag|requirements            the Docker sandbox's image and packages
     weirdml env build|path                                the local sandbox's own Python environment
     weirdml models                                        aliases, model ids, prices, API keys set
+    weirdml tasks [DIR] [--json]                          every task: family, tier, markers, chance, reference
     weirdml tasks-path                                    the directory of the bundled tasks
     weirdml horizons SESSION_DIR... [--published]         time horizons, with their figures
     weirdml check-task TASK_DIR... [--quick] [--json]     whether a task measures what it should
@@ -23,7 +24,7 @@ import os
 import sys
 from pathlib import Path
 
-from pytest_weirdml import __version__
+from pytest_weirdml import __version__, task_list
 from pytest_weirdml.check import cli as check_cli
 from pytest_weirdml.horizons import cli as horizons_cli
 from pytest_weirdml.options import COMMAND, add_comparison_options, add_statistics_options
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
     sub.add_parser("tasks-path", help="print the directory of the bundled tasks (for pytest to run)")
     horizons_cli.add_parser(sub)
     check_cli.add_parser(sub)
+    task_list.add_parser(sub)
     args = parser.parse_args(argv)
     handlers = {
         "report": _report,
@@ -62,6 +64,7 @@ def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
         "compare": _compare,
         "horizons": horizons_cli.run,
         "check-task": check_cli.run,
+        "tasks": task_list.run,
     }
     return handlers[args.command](args)
 
