@@ -215,6 +215,13 @@ def test_blind_runs_at_chance_fail_the_hard_tier_and_too_few_runs_fail_too(
     assert "2 blind runs; a hard task needs at least 3" in out
     best = next(line for line in out.splitlines() if "calibration.best_of_five" in line)
     assert "median s " in best and "(at chance)" in best and "between 0.3 and 0.9" in best
+    # A new data version makes the runs stale: named, not counted.
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("seed = 0\n", "seed = 0\ndata_version = 2\n"))
+    code, out = _check(capsys, str(task), "--only", "calibration", "--cache", cache)
+    assert code == 1 and "calibration.stale" in _failed(out), out
+    assert "blind runs of another data version than 2, not counted: calibration (v1-seed0-" in out
+    assert "0 blind runs; a hard task needs at least 3" in out
 
 
 def test_a_full_check_is_saved_and_read_back_by_a_later_calibration_check(

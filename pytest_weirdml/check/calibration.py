@@ -1,7 +1,8 @@
 """Calibration: the shipped blind runs of a strong model against the targets of the task's tier.
 
 Every directory ``tasks/<task>/calibration/`` and ``calibration/run*/`` that holds a
-``records.jsonl`` is one blind run (a fresh contestant that saw only the conversation, under the
+``records.jsonl`` is one blind run (a run recorded on another data version than the task's is
+stale: named, not counted) (a fresh contestant that saw only the conversation, under the
 published protocol). Per run: the first try, the best of five, and their share
 s = (score - chance) / (reference - chance) of the way from chance to the reference on the run's
 data seed; the targets are judged on the median over runs.
@@ -19,6 +20,7 @@ check's own measurements or, in a quick check, from the saved full check (``cali
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,8 +63,14 @@ def blind_runs(ctx: Context) -> list[BlindRun]:
                 continue
             seed = run.plan.data_seed if run.plan and run.plan.data_seed is not None else ctx.seed
             name = str(directory.relative_to(ctx.spec.directory))
-            runs.append(BlindRun(name, run.model, seed, run.iterations[0].score, run.score))
+            key = run.plan.data_key if run.plan else ""
+            runs.append(BlindRun(name, run.model, seed, run.iterations[0].score, run.score, data_key=key))
     return runs
+
+
+def _version(data_key: str) -> int | None:
+    match = re.match(r"v(\d+)-", data_key)
+    return int(match.group(1)) if match else None
 
 
 def _reference(ctx: Context, seed: int) -> float | None:
@@ -93,6 +101,17 @@ def run(ctx: Context) -> list[Finding]:
     calibration = ctx.spec.calibration
     runs = blind_runs(ctx)
     findings = []
+    stale = [r for r in runs if _version(r.data_key) not in (None, ctx.spec.data_version)]
+    if stale:
+        where = ", ".join(f"{r.directory} ({r.data_key})" for r in stale)
+        findings.append(
+            failed(
+                "calibration.stale",
+                f"blind runs of another data version than {ctx.spec.data_version}, not counted: {where}",
+                "keep only runs of the current data version under calibration/ (earlier ones live in the history)",
+            )
+        )
+        runs = [r for r in runs if r not in stale]
     if calibration.tier is None or calibration.family is None:
         findings.append(
             failed(

@@ -53,6 +53,7 @@ class BlindRun:
     best: float
     s_first: float | None = None
     s_best: float | None = None
+    data_key: str = ""
 
 
 @dataclass
