@@ -194,7 +194,7 @@ def run_task(
         started_at = _now()
         clock = time.monotonic()
         on_phase(f"waiting for {model.waiting_for} (iteration {iteration})")
-        response = model.generate(Request(messages=tuple(messages), task=task, run=run, iteration=iteration))
+        response = model.generate(Request(tuple(messages), task, run, iteration, recorded.conversation))
         running = functools.partial(on_phase, f"running the script (iteration {iteration})")
         code, result, score = submit(response.text, response.usage, sandbox, data, limits, answers, running)
         best = max(best, score.accuracy)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import secrets
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -111,6 +112,8 @@ class RunPlan:
     system_prompt: str | None = None
     # The task's [time_estimates] (horizons.estimates), for the time horizons.
     time_estimates: dict[str, Any] | None = None
+    # The run's opaque key on a queue (``queue:DIR``, ``human``): random, kept so a resumed run goes on in it.
+    conversation: str = field(default_factory=lambda: secrets.token_hex(5), compare=False)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> RunPlan:

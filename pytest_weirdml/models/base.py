@@ -39,6 +39,8 @@ class Request:
     task: TaskSpec
     run: int
     iteration: int
+    # The run's opaque key (``RunPlan.conversation``): models answered through files name the run by it.
+    conversation: str = ""
 
 
 @dataclass(frozen=True)
