@@ -8,6 +8,11 @@ terminal). The person saves the answer to ``DIR/<id>.answer.md`` with any editor
 terminal is interactive and ``$EDITOR`` is set, the harness opens ``$EDITOR`` on a draft that
 holds the request above a marker line, and what the person writes below the line is the answer.
 The clock runs from writing the request to reading the answer (``Usage.think_s``).
+
+``DIR`` may be writable by others, so its files are written as the queue writes its own (created
+new and renamed into place), and the draft lives in a directory of the harness's own: an editor
+opens a path by name and would write through a link planted there. Waiting for the terminal
+(another worker's request in the editor) and for the editor end at the answer timeout.
 """
 
 from __future__ import annotations
@@ -17,11 +22,16 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
 
+from pytest_weirdml.errors import ModelError
+from pytest_weirdml.models._files import write_new
 from pytest_weirdml.models.base import Request
 from pytest_weirdml.models.queue import ANSWER_CAP_BYTES, QueueModel, Ticket, decode_answer, read_answer
 
@@ -89,11 +99,20 @@ class HumanModel(QueueModel):
 
     def __init__(self, directory: str = "", **options: Any) -> None:
         super().__init__(directory or DEFAULT_DIR, name=None if directory else "human", **options)
+        # Each open request as the person reads it (never read back from the directory).
+        self._shown: dict[str, str] = {}
 
     def submit(self, request: Request) -> Ticket:
         ticket = super().submit(request)
         shown = ticket.request.with_name(f"{ticket.id}.request.md")
-        shown.write_text(render(request, ticket, self.settle_s), encoding="utf-8")
+        text = render(request, ticket, self.settle_s)
+        try:
+            write_new(shown, text)
+        except OSError as exc:
+            error = ModelError(f"cannot write {shown} ({exc.strerror or exc})")
+            self._cancel(ticket, error)
+            raise error from None
+        self._shown[ticket.id] = text
         announce(
             f"weirdml human: task {request.task.name}, run {request.run}, submission {request.iteration}: "
             f"read {shown}\nand save your answer to {ticket.answer} (waiting until {ticket.deadline:%H:%M} UTC)"
@@ -101,38 +120,76 @@ class HumanModel(QueueModel):
         return ticket
 
     def answer(self, ticket: Ticket, clock: float) -> tuple[str, bool]:
+        shown = self._shown.pop(ticket.id, "")
         editor = os.environ.get("EDITOR", "").strip()
         if editor:
-            drafted = self._edit(ticket, editor)
+            drafted = self._edit(ticket, editor, shown, clock + self.timeout_s)
             if drafted is not None:
                 return drafted
         return super().answer(ticket, clock)
 
-    def _edit(self, ticket: Ticket, editor: str) -> tuple[str, bool] | None:
-        """Open ``$EDITOR`` on a draft (one request at a time on the terminal); the answer written
-        below the marker, or None (no terminal, no editor, nothing written: wait for the file)."""
-        shown = ticket.request.with_name(f"{ticket.id}.request.md")
-        draft = ticket.request.with_name(f"{ticket.id}.draft.md")
-        prefix = shown.read_text(encoding="utf-8") + f"\n{MARKER}\n\n"
-        with FileLock(self.directory / ".terminal.lock"), terminal() as tty:
-            if tty is None:
-                return None
-            draft.write_text(prefix, encoding="utf-8")
-            try:
-                subprocess.run([*shlex.split(editor), str(draft)], stdin=tty, stdout=tty, stderr=tty, check=False)
-            except OSError as exc:
-                announce(f"weirdml human: cannot start $EDITOR ({editor}: {exc.strerror}); save the answer instead")
-                return None
-        if ticket.answer.exists():  # saved there from elsewhere meanwhile
-            return None
-        data, cut = read_answer(draft, cap=ANSWER_CAP_BYTES + len(prefix.encode()))
+    def _edit(self, ticket: Ticket, editor: str, shown: str, until: float) -> tuple[str, bool] | None:
+        """Open ``$EDITOR`` on a draft in a directory of the harness's own; the answer written below
+        the marker, or None (no terminal, no editor, the deadline passed, nothing written: wait for
+        the file)."""
+        prefix = shown + f"\n{MARKER}\n\n"
+        with tempfile.TemporaryDirectory(prefix="weirdml-draft-") as private:
+            draft = Path(private) / f"{ticket.id}.draft.md"
+            if not self._run_editor(editor, draft, prefix, until) or os.path.lexists(ticket.answer):
+                return None  # (an answer saved there from elsewhere meanwhile is read as such)
+            data, cut = read_answer(draft, cap=ANSWER_CAP_BYTES + len(prefix.encode()))
         text = decode_answer(data)
         text = text.split(MARKER, 1)[1] if MARKER in text else text
         if not text.strip():
-            announce(f"weirdml human: nothing written below the line of {draft}; save your answer to {ticket.answer}")
+            announce(f"weirdml human: nothing written below the line; save your answer to {ticket.answer}")
             return None
-        part = ticket.answer.with_name(f".{ticket.answer.name}.part")
-        part.write_text(text.lstrip("\n"), encoding="utf-8")
-        os.replace(part, ticket.answer)
-        data, over = read_answer(ticket.answer)
-        return decode_answer(data), cut or over
+        reply = text.lstrip("\n")
+        try:
+            write_new(ticket.answer, reply)
+        except OSError as exc:
+            raise ModelError(f"cannot write {ticket.answer} ({exc.strerror or exc})") from None
+        data = reply.encode("utf-8")
+        return decode_answer(data[:ANSWER_CAP_BYTES]), cut or len(data) > ANSWER_CAP_BYTES
+
+    def _run_editor(self, editor: str, draft: Path, prefix: str, until: float) -> bool:
+        """Write the draft and run the editor on it, one request at a time on the terminal; False
+        when there is no terminal or editor, or the deadline passed (the editor is then closed)."""
+        lock = FileLock(self.directory / ".terminal.lock", timeout=max(until - time.monotonic(), 0.0))
+        try:
+            lock.acquire()
+        except OSError:  # the deadline passed waiting for the terminal (filelock's Timeout), or no lock
+            return False
+        try:
+            with terminal() as tty:
+                if tty is None:
+                    return False
+                draft.write_text(prefix, encoding="utf-8")
+                try:
+                    editing = subprocess.Popen([*shlex.split(editor), str(draft)], stdin=tty, stdout=tty, stderr=tty)
+                except OSError as exc:
+                    announce(f"weirdml human: cannot start $EDITOR ({editor}: {exc.strerror}); save the answer instead")
+                    return False
+                try:
+                    editing.wait(timeout=max(until - time.monotonic(), 0.0))
+                except subprocess.TimeoutExpired:
+                    _close(editing)
+                    announce("weirdml human: the deadline passed; the editor was closed")
+                    return False
+                except BaseException:  # an interrupt: the editor goes with the session
+                    _close(editing)
+                    raise
+        finally:
+            lock.release()
+        return True
+
+
+def _close(process: subprocess.Popen[bytes]) -> None:
+    """End an editor still open (the deadline, an interrupt): asked first, so it restores the terminal."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -5,35 +5,43 @@ format, where the run stands, and what the answerer must do (the answer's path, 
 size cap, the deadline). The answer is read from ``DIR/<id>.answer.md`` once that file exists
 and has not changed for ``settle_s``. Ids are ``<sequence>-<conversation>-i<iteration>``: the
 sequence is taken under a lock on the directory, so ids sort in request order and stay unique
-across xdist workers and concurrent sessions that share ``DIR``. The answerer gets what the
-published protocol gives a model, the conversation, and not the task's name (a name such as
-``hidden_parity`` would say what the task hides): ``conversation`` is an opaque key of the run,
-the same for each of its requests. When the harness stops
-waiting (the timeout, an interrupt) it writes ``DIR/<id>.cancelled``.
+across xdist workers and concurrent sessions that share ``DIR``; they are read from the
+harness's own files only (a foreign name is ignored, one no queue writes with a warning). The
+answerer gets what the published protocol gives a model, the conversation, and not the task's
+name (a name such as ``hidden_parity`` would say what the task hides): ``conversation`` is an
+opaque key of the run, a random token its plan keeps (``RunPlan.conversation``), the same for
+each of its requests and for a resumed run. When the harness stops waiting (the timeout, an
+interrupt) it writes ``DIR/<id>.cancelled``.
+
+``DIR`` is the answerer's to write, so every file the harness writes there is created new and
+renamed into place (``_files.write_new``), never written through a name an answerer could plant
+a link at; every wait, the one for the directory's lock included, ends at the answer timeout.
 
 The time from writing the request to reading the answer is the think time
 (``Usage.think_s``). The answer is untrusted text: read through a descriptor that refuses
-links and anything but a regular file, at most ``ANSWER_CAP_BYTES`` (a longer one is cut there
+links, hard links and anything but a regular file, at most ``ANSWER_CAP_BYTES`` (a longer one is cut there
 and marked truncated, as a provider's output cap would), decoded as UTF-8 with bad bytes replaced.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
+import secrets
 import stat
 import time
+import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from pytest_weirdml.errors import ModelError
+from pytest_weirdml.models._files import write_new
 from pytest_weirdml.models.base import Model, Request, Response, label
 from pytest_weirdml.records import Usage
 
@@ -46,7 +54,16 @@ REQUEST_SUFFIX = ".request.json"
 ANSWER_SUFFIX = ".answer.md"
 CANCELLED_SUFFIX = ".cancelled"
 FORMAT = "weirdml-queue-request/1"
-_SEQUENCE = re.compile(r"^(\d+)-")
+# An id: the sequence (six digits, more once a million requests are passed), the conversation
+# token, the iteration. Only the harness's own files (requests, cancellations) give sequences.
+_ID = r"(\d{6,18})-[0-9a-f]{10}-i\d{1,6}"
+_OWN = re.compile(_ID + "(?:" + re.escape(REQUEST_SUFFIX) + "|" + re.escape(CANCELLED_SUFFIX) + ")")
+_NUMBERED = re.compile(r"(\d+)-")
+_TOKEN = re.compile(r"[0-9a-f]{10}")
+
+
+class QueueNameWarning(UserWarning):
+    """A file in the queue directory is named like a request the harness wrote, but is none."""
 
 
 @dataclass(frozen=True)
@@ -67,14 +84,21 @@ def decode_answer(data: bytes) -> str:
 
 
 def read_answer(path: Path, cap: int = ANSWER_CAP_BYTES) -> tuple[bytes, bool]:
-    """At most ``cap`` bytes of a regular file, never through a link; and whether it held more."""
+    """At most ``cap`` bytes of a regular file, never through a link or a hard link (another name
+    of a file someone else wrote: what the harness may read, the answerer may not); and whether
+    it held more."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise ModelError(f"{path}: cannot be read ({exc.strerror}); write the answer as a plain file there") from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise ModelError(f"{path}: not a regular file; write the answer as a plain file there")
+        if info.st_nlink > 1:
+            raise ModelError(
+                f"{path}: a hard link ({info.st_nlink} names of one file); write the answer as a plain file there"
+            )
         chunks: list[bytes] = []
         left = cap + 1
         while left > 0 and (chunk := os.read(fd, min(left, 1 << 16))):
@@ -113,6 +137,9 @@ class QueueModel(Model):
         self.timeout_s = timeout_s
         self.settle_s = settle_s
         self.poll_s = poll_s
+        # Conversation tokens of requests that bring none (a model driven outside the loop).
+        self._conversations: dict[tuple[str, int], str] = {}
+        self._warned: set[str] = set()
 
     def generate(self, request: Request) -> Response:
         clock = time.monotonic()
@@ -133,29 +160,64 @@ class QueueModel(Model):
         return Response(text, usage)
 
     def submit(self, request: Request) -> Ticket:
-        """Write the request under the next id (taken and written under the directory's lock)."""
+        """Write the request under the next id, taken and written under the directory's lock
+        (waited for at most the answer timeout: whoever holds it cannot hold the session)."""
         written_at = datetime.now(UTC)
         deadline = written_at + timedelta(seconds=self.timeout_s)
         who = self.conversation(request)
-        with FileLock(self.directory / ".ids.lock"):
-            taken = (int(m.group(1)) for m in map(_SEQUENCE.match, os.listdir(self.directory)) if m)
-            sequence = 1 + max(taken, default=0)
-            ident = f"{sequence:06d}-{who}-i{request.iteration}"
-            ticket = Ticket(
-                ident,
-                self.directory / f"{ident}{REQUEST_SUFFIX}",
-                self.directory / f"{ident}{ANSWER_SUFFIX}",
-                self.directory / f"{ident}{CANCELLED_SUFFIX}",
-                written_at,
-                deadline,
-            )
-            _write_atomic(ticket.request, json.dumps(self.payload(request, ticket), indent=2, ensure_ascii=False))
+        lock = self.directory / ".ids.lock"
+        try:
+            with FileLock(lock, timeout=self.timeout_s):
+                ident = f"{self.next_sequence():06d}-{who}-i{request.iteration}"
+                ticket = Ticket(
+                    ident,
+                    self.directory / f"{ident}{REQUEST_SUFFIX}",
+                    self.directory / f"{ident}{ANSWER_SUFFIX}",
+                    self.directory / f"{ident}{CANCELLED_SUFFIX}",
+                    written_at,
+                    deadline,
+                )
+                write_new(ticket.request, json.dumps(self.payload(request, ticket), indent=2, ensure_ascii=False))
+        except Timeout:
+            raise ModelError(
+                f"{lock} stayed locked by another process for {self.timeout_s:g} s (--weirdml-answer-timeout); "
+                "no request was written"
+            ) from None
+        except OSError as exc:
+            raise ModelError(f"cannot write a request in {self.directory} ({exc.strerror or exc})") from None
         return ticket
 
+    def next_sequence(self) -> int:
+        """One past the highest sequence of the harness's own files in the directory. Other names
+        are the answerer's and are ignored; one that is numbered as no queue numbers its files (a
+        sequence of over 18 digits, or a request or cancellation that is not named as an id) is
+        ignored with a warning, once per name."""
+        taken = 0
+        for name in os.listdir(self.directory):
+            own = _OWN.fullmatch(name)
+            if own is not None:
+                taken = max(taken, int(own.group(1)))
+                continue
+            numbered = _NUMBERED.match(name)
+            odd = numbered is not None and (
+                len(numbered.group(1)) > 18 or name.endswith((REQUEST_SUFFIX, CANCELLED_SUFFIX))
+            )
+            if odd and name not in self._warned:
+                self._warned.add(name)
+                shown = ascii(name if len(name) <= 60 else name[:40] + "..." + name[-12:])
+                warnings.warn(
+                    QueueNameWarning(f"{self.directory}: {shown} is not a file this queue wrote; ignored"), stacklevel=2
+                )
+        return taken + 1
+
     def conversation(self, request: Request) -> str:
-        """The run's key on the queue: the same for each of its requests, blind to the task's name."""
-        key = f"{self.name}\0{request.task.name}\0{request.run}".encode()
-        return hashlib.sha256(key).hexdigest()[:10]
+        """The run's key on the queue, blind to the task's name: the random token of the run's plan
+        (``Request.conversation``), the same for each of its requests and when the run is resumed.
+        A request without a well-formed token gets a random one per task and run, kept for this
+        model's life."""
+        if _TOKEN.fullmatch(request.conversation):
+            return request.conversation
+        return self._conversations.setdefault((request.task.name, request.run), secrets.token_hex(5))
 
     def payload(self, request: Request, ticket: Ticket) -> dict[str, Any]:
         """The request file: everything an answerer needs, and nothing else to read."""
@@ -221,11 +283,4 @@ class QueueModel(Model):
     def _cancel(self, ticket: Ticket, exc: BaseException) -> None:
         reason = str(exc) if isinstance(exc, ModelError) else f"the harness stopped waiting ({type(exc).__name__})"
         with contextlib.suppress(OSError):
-            _write_atomic(ticket.cancelled, reason + "\n")
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write beside ``path`` and rename: a reader sees the whole file or none."""
-    part = path.with_name(f".{path.name}.{os.getpid()}.part")
-    part.write_text(text, encoding="utf-8")
-    os.replace(part, path)
+            write_new(ticket.cancelled, reason + "\n")
