@@ -24,6 +24,19 @@ WHEEL=$(ls "$WORK"/dist/pytest_weirdml-*.whl)
 if "$PYTHON" -m zipfile -l "$WHEEL" | grep -q -e __pycache__ -e '\.pyc '; then
     echo "check_wheel: the wheel holds caches" >&2; exit 1
 fi
+# Every module of the package and every bundled task is in it (packages are found, not listed).
+"$PYTHON" - "$WHEEL" "$WORK/src" <<'PY'
+import sys, zipfile
+from pathlib import Path
+names = set(zipfile.ZipFile(sys.argv[1]).namelist())
+src = Path(sys.argv[2])
+modules = {p.relative_to(src).as_posix() for p in (src / "pytest_weirdml").rglob("*.py")}
+tasks = {f"pytest_weirdml/bundled_tasks/{p.relative_to(src / 'tasks').as_posix()}" for p in src.glob("tasks/*/task.toml")}
+missing = sorted((modules | tasks) - names)
+assert not missing, f"check_wheel: the wheel lacks {missing}"
+assert "pytest_weirdml/sandbox/contract/__init__.py" in names and tasks, (len(modules), len(tasks))
+print(f"the wheel holds all {len(modules)} modules and {len(tasks)} bundled tasks")
+PY
 
 echo "== fresh virtual environment: $(basename "$WHEEL")"
 "$PYTHON" -m venv "$WORK/venv"
@@ -49,6 +62,17 @@ if "$BIN/weirdml" check-task "$TASKS/shapes_easy" --only leaks --cache "$WORK/ca
     echo "check_wheel: the leak checks passed without scikit-learn" >&2; exit 1
 fi
 grep -q "pytest-weirdml\[check\]" "$WORK/leaks.txt" || { cat "$WORK/leaks.txt" >&2; exit 1; }
+
+echo "== the sandbox contract suite, imported from the wheel, against the local backend"
+# What the README tells a plugin author to write: one import in a test module.
+"$BIN/python" -c "import pytest_weirdml.sandbox.contract as c; assert c.__file__.startswith('$WORK/venv/'), c.__file__"
+mkdir "$WORK/contract"
+cat >"$WORK/contract/test_contract_local.py" <<'PY'
+from pytest_weirdml.sandbox.contract import *  # noqa: F403
+
+WEIRDML_CONTRACT_BACKENDS = ["local"]
+PY
+(cd "$WORK/contract" && "$BIN/pytest" -q -rs -p no:cacheprovider test_contract_local.py)
 
 echo "== pytest \"\$(weirdml tasks-path)\" -k shapes_easy --weirdml-model=baseline"
 # The prompts' example scripts import torch, which the fresh environment lacks (nothing but the
