@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -248,3 +249,53 @@ def test_a_stale_directory_that_cannot_be_removed_is_renamed_aside(tmp_path: Pat
         for left in (dead, aside):
             if left.exists():
                 walk(left, remove=True)
+
+
+def _swap_for_a_link_once_seen(monkeypatch: pytest.MonkeyPatch, planted: Path, target: Path) -> None:
+    """The race a local user can run against a root harness: a run directory of a dead session,
+    planted in the shared temporary directory, is swapped for a link after the sweep has seen it
+    (here: while the sweep asks whether its owner lives) and before it is taken apart."""
+    real = _workdir.process_start
+
+    def swap(pid: int) -> str | None:
+        if planted.is_dir() and not planted.is_symlink():
+            planted.rmdir()
+            planted.symlink_to(target)
+        return real(pid)
+
+    monkeypatch.setattr(_workdir, "process_start", swap)
+
+
+def test_the_sweep_never_leaves_its_directory_through_a_link_swapped_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    planted = tmp_path / f"{_workdir.PREFIX}{2**22 + 1}-0-abc"
+    planted.mkdir()
+    _swap_for_a_link_once_seen(monkeypatch, planted, Path("/"))
+    unmounted: list[object] = []
+    monkeypatch.setattr(_workdir, "_unmount", unmounted.append)  # never a real unmount here
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        remove_stale(tmp_path)
+    # Nothing under / (where the link points) was to be unmounted, and the link is left as it is.
+    assert unmounted == []
+    assert planted.is_symlink() and [str(w.message) for w in said] == []
+
+
+def test_a_mount_behind_a_link_swapped_in_stays_mounted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not tmpfs_usable()[0]:
+        pytest.skip(f"cannot mount here: {tmpfs_usable()[1]}")
+    outside = tmp_path / "outside"
+    (outside / "mounted").mkdir(parents=True)
+    _workdir._mount_tmpfs(outside / "mounted", 1 << 20, inodes=16, owner=None, mode=0o700)
+    try:
+        (outside / "mounted" / "keep.txt").write_text("mine")
+        root = tmp_path / "tmp"
+        planted = root / f"{_workdir.PREFIX}{2**22 + 1}-0-abc"
+        planted.mkdir(parents=True)
+        _swap_for_a_link_once_seen(monkeypatch, planted, outside)
+        remove_stale(root)
+        assert str(outside / "mounted") in Path("/proc/self/mountinfo").read_text()
+        assert (outside / "mounted" / "keep.txt").read_text() == "mine"
+    finally:
+        _workdir._unmount(outside / "mounted")

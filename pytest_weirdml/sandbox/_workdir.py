@@ -17,7 +17,8 @@ nothing the script leaves there:
 - **Files.** The tmpfs holds at most ``RESULTS_INODES`` entries; the watched fallback counts
   them too and stops the run past that count.
 - **Leftovers.** The directory's name carries its owner's pid and start time; a session killed
-  with SIGKILL leaves it behind, and the next sandbox to start removes it (unmounting first).
+  with SIGKILL leaves it behind, and the next sandbox to start removes it (unmounting first,
+  through descriptors: a link under its name is never followed, nor is its path resolved).
   Removal walks the tree without recursion (``_tree``), however deep the script made it; a
   directory that still cannot be removed is renamed aside (``weirdml-unremovable-...``, never
   tried again) with a ``LeftoverWarning`` naming it, and never stops a run or a session.
@@ -49,6 +50,8 @@ SHOWN_PATH = f"{RESULTS}/{PREDICTIONS}"
 RESULTS_INODES = 4096
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
 _MNT_DETACH = 2
+# Where a run directory is taken apart: by descriptor, never through a link.
+_PATH_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NAME = re.compile(rf"^{PREFIX}(\d+)-(\d+)-")
 
 
@@ -84,7 +87,7 @@ def _mount_tmpfs(path: Path, size: int, *, inodes: int, owner: int | None, mode:
         raise OSError(code, os.strerror(code), str(path))
 
 
-def _unmount(path: Path) -> None:
+def _unmount(path: Path | str) -> None:
     # Lazy: a process that still holds the mount (a leftover of a crashed run) cannot block us.
     _libc().umount2(os.fsencode(path), _MNT_DETACH)
 
@@ -118,35 +121,70 @@ def warn_if_uncapped(cap_with_tmpfs: bool) -> None:
     )
 
 
-def _mount_points_under(path: Path) -> list[Path]:
-    """Mount points at or below ``path``, deepest first (from /proc/self/mountinfo)."""
-    root = os.path.realpath(path)
-    found = []
+def _mount_points_in(top: int) -> list[str]:
+    """Mount points at or below the directory open as ``top``, relative to it, deepest first.
+
+    Where that directory is comes from its descriptor (``/proc/self/fd``), never from resolving
+    a name, which a link swapped in could send anywhere."""
     try:
+        here = os.readlink(f"/proc/self/fd/{top}")
         lines = Path("/proc/self/mountinfo").read_text().splitlines()
     except OSError:
         return []
+    found = []
     for line in lines:
         # Field 5 is the mount point, with spaces and the like escaped as octal.
         point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
-        if point == root or point.startswith(root + "/"):
-            found.append(Path(point))
-    return sorted(found, key=lambda p: len(p.parts), reverse=True)
+        if point == here or point.startswith(here.rstrip("/") + "/"):
+            found.append(os.path.relpath(point, here))
+    return sorted(found, key=lambda p: p.count("/"), reverse=True)
+
+
+def _unmount_at(top: int, relative: str) -> None:
+    """Unmount what is mounted at ``relative`` under ``top``, reached one name at a time without
+    following a link and unmounted through its descriptor: never a path outside ``top``."""
+    fd = os.dup(top)
+    try:
+        for name in [part for part in relative.split("/") if part not in ("", ".")]:
+            child = os.open(name, _PATH_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        _unmount(f"/proc/self/fd/{fd}")
+    except OSError:
+        return  # gone, or a link now: nothing of ours is mounted there
+    finally:
+        os.close(fd)
 
 
 def _remove(path: Path) -> str | None:
-    """Remove a run directory; when that fails, rename it aside and return the new name."""
+    """Remove a run directory; when that fails, rename it aside and return the new name.
+
+    The directory is opened by name in its parent without following a link (a link or a file
+    under a run directory's name is left alone), its mounts are unmounted through descriptors,
+    and its tree is removed without leaving it (``_tree``)."""
     try:
-        for point in _mount_points_under(path):
-            _unmount(point)
-        walk(path, remove=True)
+        parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        top = os.open(path.name, _PATH_FLAGS, dir_fd=parent)
+    except OSError:
+        os.close(parent)
+        return None
+    try:
+        for relative in _mount_points_in(top):
+            _unmount_at(top, relative)
+        here, now = os.fstat(top), os.stat(path.name, dir_fd=parent, follow_symlinks=False)
+        if (now.st_dev, now.st_ino) != (here.st_dev, here.st_ino):
+            raise OSError(f"{path} was replaced while it was removed")
+        walk(Path(f"/proc/self/fd/{parent}") / path.name, remove=True)
         return None
     except FileNotFoundError:
         return None
     except Exception as exc:  # whatever a script left, it must not stop the harness
         aside = path.with_name(ASIDE + path.name.removeprefix(PREFIX))
         try:
-            path.rename(aside)
+            os.rename(path.name, aside.name, src_dir_fd=parent, dst_dir_fd=parent)
         except OSError as rename_error:
             where = f"it stays at {path} ({rename_error.strerror})"
         else:
@@ -157,25 +195,26 @@ def _remove(path: Path) -> str | None:
             stacklevel=3,
         )
         return str(aside)
+    finally:
+        os.close(top)
+        os.close(parent)
 
 
 def remove_stale(root: Path | None = None) -> list[str]:
     """Remove the run directories whose owning process is gone (a session killed with SIGKILL);
-    one that cannot be removed is renamed aside, with a warning, and the session goes on."""
+    one that cannot be removed is renamed aside, with a warning, and the session goes on. A link
+    planted under a run directory's name, or swapped in for one, is never followed."""
     root = Path(root or tempfile.gettempdir())
     removed = []
     try:
-        entries = list(root.iterdir())
+        with os.scandir(root) as entries:
+            found = [(entry.name, _NAME.match(entry.name)) for entry in entries if entry.is_dir(follow_symlinks=False)]
     except OSError:
         return []
-    for path in entries:
-        match = _NAME.match(path.name)
-        if match is None or not path.is_dir() or path.is_symlink():
-            continue
-        pid, start = match.groups()
-        if process_start(int(pid)) != start:
-            _remove(path)
-            removed.append(str(path))
+    for name, match in found:
+        if match is not None and process_start(int(match.group(1))) != match.group(2):
+            _remove(root / name)
+            removed.append(str(root / name))
     return removed
 
 
