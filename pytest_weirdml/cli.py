@@ -41,7 +41,9 @@ def main(argv: list[str] | None = None, *, prog: str = "weirdml") -> int:
     env = sub.add_parser("env", help="build the local sandbox's own Python environment, or print its interpreter")
     env_sub = env.add_subparsers(dest="env_command", required=True, metavar="ACTION")
     env_build = env_sub.add_parser("build", help="build the environment unless it is ready")
-    env_build.add_argument("--force", action="store_true", help="rebuild it even when it is ready")
+    env_build.add_argument(
+        "--force", action="store_true", help="rebuild it even when it is ready (refused while a session uses it)"
+    )
     env_sub.add_parser("path", help="print the environment's interpreter (nothing is built)")
     models = sub.add_parser("models", help="list model aliases, their model ids and prices, and which API keys are set")
     models.add_argument(

@@ -144,3 +144,83 @@ def test_an_optional_package_is_announced_only_where_it_imports(
     lacking = [str(w.message) for w in caught if issubclass(w.category, MissingPackagesWarning)]
     assert len(lacking) == 1 and "numpy" in lacking[0]
     assert "torchaudio" not in lacking[0] and "torchvision" not in lacking[0]
+
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from pytest_weirdml.sandbox import venv
+venv.ensure(Path(sys.argv[1]), requirements=sys.argv[2], hold=True, progress=lambda _: None)
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_rebuild_is_refused_while_a_process_holds_the_environment(tmp_path: Path) -> None:
+    python = venv.ensure(tmp_path, requirements=EMPTY, progress=lambda _: None)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path), EMPTY], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+        built: list[str] = []
+        with pytest.raises(SandboxError, match=rf"is in use by a running session \(pid {holder.pid}\)"):
+            venv.ensure(tmp_path, requirements=EMPTY, force=True, progress=built.append)
+        assert built == [] and venv.problem(python.parent.parent, EMPTY) is None
+    finally:
+        holder.kill()
+        holder.wait()
+    # Its holder gone, the lock goes with it: the rebuild goes ahead.
+    rebuilt: list[str] = []
+    assert venv.ensure(tmp_path, requirements=EMPTY, force=True, progress=rebuilt.append) == python
+    assert "rebuilding" in rebuilt[0]
+
+
+def _stand_in_environment(cache: Path) -> Path:
+    """A ready environment where a session with XDG_CACHE_HOME=cache looks for the sandbox's own:
+    a bare virtual environment marked as built from the real requirements list (nothing installed)."""
+    from pytest_weirdml.sandbox import requirements_hash
+
+    env = venv.env_dir(cache / "pytest-weirdml" / "sandbox-env")
+    subprocess.run([venv._base_interpreter(), "-m", "venv", "--without-pip", str(env)], check=True)
+    marker = {"key": env.name, "requirements_sha256": requirements_hash(), "base": venv._base_interpreter()}
+    (env / venv.MARKER).write_text(json.dumps(marker))
+    return env
+
+
+def test_env_build_force_is_refused_while_a_session_runs_on_the_environment(
+    pytester: pytest.Pytester, tiny: Path, base_args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import time
+
+    from helpers import write_replay
+
+    cache = pytester.path / "xdg-cache"
+    env = _stand_in_environment(cache)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    # A rebuild that is not refused fails at once (no index), instead of fetching the real list.
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(pytester.path))
+    replay = write_replay(pytester.path / "slow.json", ["import time\ntime.sleep(60)\n"])
+    session = subprocess.Popen(
+        [sys.executable, "-m", "pytest", f"--weirdml-model=replay:{replay}", "--weirdml-runs=1", *base_args],
+        cwd=pytester.path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list((pytester.path / "reports").glob("*/records.jsonl")) and time.monotonic() < deadline:
+            assert session.poll() is None, "the session ended before its run started"
+            time.sleep(0.2)
+        cmd = [sys.executable, "-m", "pytest_weirdml.cli", "env", "build", "--force"]
+        refused = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 1, refused.stderr
+        assert f"{env} is in use by a running session (pid {session.pid})" in refused.stderr
+        assert venv.problem(env) is None, "the environment the session runs on was touched"
+    finally:
+        session.kill()
+        session.wait()
+    # The session gone, the rebuild is no longer refused (it starts, and fails here for want of an index).
+    rebuilt = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert "building the local sandbox's environment failed" in rebuilt.stderr, rebuilt.stderr

@@ -97,7 +97,7 @@ class LocalSandbox(Sandbox):
     ):
         # None: the sandbox's own environment (built on first use), holding only announced packages.
         self.dedicated = python is None
-        self.python = str(sandbox_venv.ensure()) if python is None else python
+        self.python = str(sandbox_venv.ensure(hold=True)) if python is None else python
         self.workroot = workroot
         ok, why = bwrap_works()
         if isolate and not ok:

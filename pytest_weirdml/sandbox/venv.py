@@ -12,12 +12,21 @@ base interpreter, so a changed pin builds a new environment and an unchanged one
 is built once (under a file lock, so xdist workers wait for one build) by ``scripts/setup.sh``,
 this command, or the first local sandbox that needs it.
 
+A session's scripts run on the environment for as long as the session lasts, so a rebuild must
+not pull it from under them (a script that crashes on a half-built environment would be scored
+as the model's 0): every process whose local sandbox uses it holds a shared ``flock`` on
+``<env>.use`` until it exits, and a build needs that lock exclusively, so ``--force`` refuses,
+naming the holders, while a session runs. (Building a new environment beside the old one and
+switching would still need to know when the last session on the old one ended, to delete it, and
+would change a session's packages halfway; refusing keeps one environment per session.)
+
 The packages come from the package index pip is configured with (local wheels included): no
 other network is needed.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -91,26 +100,74 @@ def ensure(
     force: bool = False,
     requirements: str | None = None,
     progress: Callable[[str], None] = _say,
+    hold: bool = False,
 ) -> Path:
     """The environment's interpreter, building the environment first when it is not ready.
 
-    ``requirements`` replaces the sandbox's list (tests build small environments). Raises
-    ``SandboxError`` naming the build command when it cannot be built.
+    ``requirements`` replaces the sandbox's list (tests build small environments). ``hold``: this
+    process runs scripts on it, and holds it until it exits (no build may replace it meanwhile).
+    Raises ``SandboxError`` naming the build command when it cannot be built, and when a build
+    is needed while a session uses the environment.
     """
     env = env_dir(root, requirements)
-    if not force and problem(env, requirements) is None:
-        return interpreter(env)
-    env.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(env) + ".lock"):
+    if force or problem(env, requirements) is not None:
+        env.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(env) + ".lock"):
+            why = problem(env, requirements)
+            if force or why is not None:
+                _build_unused(env, requirements, why, progress)
+    if hold:
+        # Shared: every session may hold it; waits while a build (exclusive) is under way.
+        fcntl.flock(_use_fd(env), fcntl.LOCK_SH)
         why = problem(env, requirements)
-        if force or why is not None:
-            progress(
-                f"{why or 'rebuilding ' + str(env)}; building it now (once, a few minutes; "
-                f"`{BUILD_COMMAND}` does the same)"
-            )
-            _build(env, requirements_text() if requirements is None else requirements)
-            progress(f"the local sandbox's environment is ready: {interpreter(env)}")
+        if why is not None:  # the build it waited for failed
+            raise SandboxError(f"{why}; build it with `{BUILD_COMMAND}`")
     return interpreter(env)
+
+
+# The environments this process holds (a descriptor each, open until the process exits).
+_HELD: dict[Path, int] = {}
+
+
+def _use_fd(env: Path) -> int:
+    if env not in _HELD:
+        path = env.with_name(env.name + ".use")
+        _HELD[env] = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    return _HELD[env]
+
+
+def _build_unused(env: Path, requirements: str | None, why: str | None, progress: Callable[[str], None]) -> None:
+    """Build ``env`` holding its use lock exclusively; refuse while a session holds it."""
+    path = env.with_name(env.name + ".use")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SandboxError(
+                f"the local sandbox's environment {env} is in use by a running session ({_holders(fd)}), "
+                "whose scripts run on it: it is not rebuilt under them; run "
+                f"`{BUILD_COMMAND}{' --force' if why is None else ''}` once no session uses it"
+            ) from None
+        progress(
+            f"{why or 'rebuilding ' + str(env)}; building it now (once, a few minutes; `{BUILD_COMMAND}` does the same)"
+        )
+        _build(env, requirements_text() if requirements is None else requirements)
+        progress(f"the local sandbox's environment is ready: {interpreter(env)}")
+    finally:
+        os.close(fd)
+
+
+def _holders(fd: int) -> str:
+    """The processes holding a lock on the file open as ``fd`` (from /proc/locks), as words."""
+    info = os.fstat(fd)
+    wanted = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        lines = []
+    pids = sorted({int(f[4]) for f in (line.split() for line in lines) if len(f) > 5 and f[5] == wanted})
+    return f"pid {', '.join(map(str, pids))}" if pids else "another process"
 
 
 def _build(env: Path, requirements: str) -> None:
