@@ -19,6 +19,7 @@ from pytest_weirdml.config import MODEL_POOL_KEY, SETTINGS_KEY, Settings
 from pytest_weirdml.errors import SandboxError
 from pytest_weirdml.fixtures import BOARD_KEY, cases
 from pytest_weirdml.gate import BaselineCheck, load_baseline
+from pytest_weirdml.interrupt import interrupt_on_sigterm
 from pytest_weirdml.items import MARKER, collect_task
 from pytest_weirdml.models.pool import ModelPool
 from pytest_weirdml.tasks import TASK_FILE
@@ -48,6 +49,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # SIGTERM (timeout, CI runners, container stops) ends the session as Ctrl-C does.
+    interrupt_on_sigterm(config)
     workerinput = getattr(config, "workerinput", None)
     if workerinput:
         settings = config_mod.settings_from(
