@@ -197,7 +197,7 @@ def _label_copy(samples: Samples) -> Finding:
         )
     labels = samples.labels
     majority = max(float(np.unique(col, return_counts=True)[1].max()) / len(col) for col in labels.T)
-    worst, where = 0.0, ""
+    worst, where = 0.0, "no entry ever equals it"
     for column in numeric:
         flat = np.asarray(column.values).reshape(len(column), -1)[:, :4096]
         for j in range(min(labels.shape[1], 16)):
