@@ -345,3 +345,37 @@ def test_nothing_an_answerer_holds_keeps_the_human_model_past_its_timeout(tmp_pa
     assert "ERROR ModelError no answer in" in shown and "after 2 s (--weirdml-answer-timeout)" in shown, shown
     assert took < 20, took
     assert subprocess.run(["pgrep", "-f", "time.sleep.601"], capture_output=True).returncode == 1
+
+
+# The person saves the answer as a file from another shell.
+SAVES_THE_ANSWER = textwrap.dedent(
+    """
+    import json, os, sys, time
+    from pathlib import Path
+    human = Path(sys.argv[1])
+    while not (requests := sorted(human.glob("*.request.json"))):
+        time.sleep(0.05)
+    answer = Path(json.loads(requests[0].read_text())["answer_path"])
+    answer.with_name("saved.tmp").write_text("Saved from another shell.\\n")
+    os.replace(answer.with_name("saved.tmp"), answer)
+    """
+)
+
+
+def test_an_answer_saved_while_the_terminal_is_held_is_read_at_once(tmp_path: Path) -> None:
+    human = tmp_path / "human"
+    human.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(human / ".terminal.lock")], stdout=subprocess.PIPE, text=True
+    )
+    saver = subprocess.Popen([sys.executable, "-c", SAVES_THE_ANSWER, str(human)])
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        shown, took = _play(tmp_path, WRITES_AN_ANSWER, timeout=40)
+        assert saver.wait(timeout=30) == 0
+    finally:
+        for process in (holder, saver):
+            process.kill()
+            process.wait()
+    assert "ANSWER 'Saved from another shell.\\n'" in shown, shown
+    assert took < 30, took

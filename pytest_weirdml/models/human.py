@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from pytest_weirdml.errors import ModelError
 from pytest_weirdml.models._files import write_new
@@ -135,7 +135,7 @@ class HumanModel(QueueModel):
         prefix = shown + f"\n{MARKER}\n\n"
         with tempfile.TemporaryDirectory(prefix="weirdml-draft-") as private:
             draft = Path(private) / f"{ticket.id}.draft.md"
-            if not self._run_editor(editor, draft, prefix, until) or os.path.lexists(ticket.answer):
+            if not self._run_editor(editor, draft, prefix, ticket.answer, until) or os.path.lexists(ticket.answer):
                 return None  # (an answer saved there from elsewhere meanwhile is read as such)
             data, cut = read_answer(draft, cap=ANSWER_CAP_BYTES + len(prefix.encode()))
         text = decode_answer(data)
@@ -151,13 +151,12 @@ class HumanModel(QueueModel):
         data = reply.encode("utf-8")
         return decode_answer(data[:ANSWER_CAP_BYTES]), cut or len(data) > ANSWER_CAP_BYTES
 
-    def _run_editor(self, editor: str, draft: Path, prefix: str, until: float) -> bool:
+    def _run_editor(self, editor: str, draft: Path, prefix: str, answer: Path, until: float) -> bool:
         """Write the draft and run the editor on it, one request at a time on the terminal; False
-        when there is no terminal or editor, or the deadline passed (the editor is then closed)."""
-        lock = FileLock(self.directory / ".terminal.lock", timeout=max(until - time.monotonic(), 0.0))
-        try:
-            lock.acquire()
-        except OSError:  # the deadline passed waiting for the terminal (filelock's Timeout), or no lock
+        when there is no terminal or editor, the answer was saved while waiting for the terminal,
+        or the deadline passed (the editor is then closed)."""
+        lock = self._take_terminal(answer, until)
+        if lock is None:
             return False
         try:
             with terminal() as tty:
@@ -181,6 +180,20 @@ class HumanModel(QueueModel):
         finally:
             lock.release()
         return True
+
+    def _take_terminal(self, answer: Path, until: float) -> FileLock | None:
+        """The terminal's lock, once no other request of this directory is in the editor; None when
+        the answer is saved meanwhile, the deadline passes or the lock cannot be taken."""
+        lock = FileLock(self.directory / ".terminal.lock")
+        while True:
+            try:
+                lock.acquire(timeout=max(min(self.poll_s, until - time.monotonic()), 0.0))
+                return lock
+            except Timeout:
+                if os.path.lexists(answer) or time.monotonic() >= until:
+                    return None
+            except OSError:  # a lock file that cannot be opened (not a regular file, say)
+                return None
 
 
 def _close(process: subprocess.Popen[bytes]) -> None:
