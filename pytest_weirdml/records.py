@@ -7,7 +7,8 @@ once before its first model call), ``iteration`` (an ``IterationRecord``, append
 submission is scored; only what differs per submission) and ``run_end`` (a ``RunEnd``: the run
 finished, or a harness error stopped it). Lines are written from these dataclasses and read back
 into them, so a field added to a dataclass is one line here and nothing else changes; unknown
-keys in old or newer files are ignored.
+keys in old or newer files are ignored. Every record's ``to_json`` fits one line the reader reads
+(``pytest_weirdml.linecap``): texts too long for it are cut, and ``cut`` names them.
 
 Schema 3 has the run start. Schemas 1 and 2 copied the conditions into every iteration; they are
 read back into the same ``RunPlan`` (``IterationRecord.legacy_plan``), so a run reads alike
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pytest_weirdml import schema
+from pytest_weirdml.linecap import record_line
 from pytest_weirdml.redact import redact_values
 from pytest_weirdml.untrusted import valid_unicode
 
@@ -132,11 +134,13 @@ class RunStart:
     plan: RunPlan = field(default_factory=RunPlan)
     started_at: str = ""
     session: str = ""
+    # The texts cut to fit a record line (``linecap``): their paths and lengths before the cut.
+    cut: dict[str, int] = field(default_factory=dict)
     kind: str = RUN_START
     schema: int = SCHEMA_VERSION
 
     def to_json(self) -> str:
-        return valid_unicode(json.dumps(dataclasses.asdict(self), ensure_ascii=False))
+        return valid_unicode(record_line(dataclasses.asdict(self)))
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> RunStart:
@@ -179,6 +183,8 @@ class IterationRecord:
     # execution that ran again after a Ray node failed).
     harness_notes: tuple[str, ...] = ()
     session: str = ""
+    # The texts cut to fit a record line (``linecap``): their paths and lengths before the cut.
+    cut: dict[str, int] = field(default_factory=dict)
     kind: str = ITERATION
     schema: int = SCHEMA_VERSION
     # Schemas 1 and 2: the run's conditions as this iteration carried them (never written).
@@ -197,7 +203,7 @@ class IterationRecord:
         fields = dataclasses.asdict(self)
         del fields["legacy_plan"]
         # A lone surrogate (a provider's JSON may carry one) cannot be written as UTF-8.
-        return valid_unicode(json.dumps(fields, ensure_ascii=False))
+        return valid_unicode(record_line(fields))
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> IterationRecord:
@@ -229,12 +235,14 @@ class RunEnd:
     error: str | None = None
     ended_at: str = ""
     session: str = ""
+    # The texts cut to fit a record line (``linecap``): their paths and lengths before the cut.
+    cut: dict[str, int] = field(default_factory=dict)
     kind: str = RUN_END
     schema: int = SCHEMA_VERSION
 
     def to_json(self) -> str:
         # A lone surrogate (a provider's JSON may carry one) cannot be written as UTF-8.
-        return valid_unicode(json.dumps(dataclasses.asdict(self), ensure_ascii=False))
+        return valid_unicode(record_line(dataclasses.asdict(self)))
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> RunEnd:

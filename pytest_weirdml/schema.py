@@ -9,6 +9,8 @@ A records file is what people send each other (``weirdml report their-session/``
 - scores lie in [0, 1], counts and durations are not negative, iterations start at 1;
 - a run start holds its ``plan``, an object of the same kind: typed fields, limits that are not
   negative, a plain protocol name;
+- ``cut`` (the texts the writer cut to fit a line, ``pytest_weirdml.linecap``) maps names to
+  counts;
 - ``task`` and ``session`` are names of letters, digits, ``_``, ``-`` and ``.`` (no leading dot),
   ``model`` of those and ``:/@+=,``: they become file names and terminal text.
 
@@ -25,7 +27,7 @@ from typing import Any
 
 from pytest_weirdml.untrusted import is_safe_name
 
-# Far above any record the harness writes (1 MiB of output, an answer, a prompt, escaped as JSON).
+# The longest record line read; the writer cuts a record's texts to fit it (``linecap``).
 MAX_LINE_CHARS = 16 << 20
 PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
 
@@ -84,6 +86,9 @@ def check_record(raw: Mapping[str, Any], annotations: Mapping[str, str]) -> None
     for name in ("run", "output_bytes", "duration_s", "wall_s", "iterations_planned", "time_limit_s"):
         if isinstance(raw.get(name), _NUMBER) and raw[name] < 0:
             raise ValueError(f"field {name!r} is {raw[name]!r}; it cannot be negative")
+    cut = raw.get("cut", {})
+    if isinstance(cut, dict) and not all(_kind(length, "int") and length >= 0 for length in cut.values()):
+        raise ValueError("field 'cut' must give each cut text's length before the cut, a count")
 
 
 def check_plan(raw: Mapping[str, Any], annotations: Mapping[str, str]) -> None:

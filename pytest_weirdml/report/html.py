@@ -47,8 +47,14 @@ def _cost(value: float | None) -> str:
     return "cost unknown" if value is None else f"${value:.4f}"
 
 
+# Highlighting takes about 20 s per million characters: a longer script is shown plain.
+HIGHLIGHT_MAX_CHARS = 200_000
+
+
 def highlight(code: str) -> str:
     """The code as highlighted HTML (a ``div.pyg``); the page carries the style once."""
+    if len(code) > HIGHLIGHT_MAX_CHARS:
+        return f'<div class="pyg"><pre>{_e(code)}</pre></div>'
     return pygments_highlight(code, PythonLexer(), _FORMATTER)
 
 
