@@ -68,6 +68,8 @@ class Usage:
     truncated: bool = False
     max_output_tokens: int | None = None
     think_s: float | None = None
+    # Replayed from the response cache (--weirdml-cache): no call was made for it in this session.
+    cached_response: bool = False
 
     def redacted(self) -> Usage:
         """A copy whose retry messages (a provider's error text) hold no secret."""

@@ -78,7 +78,8 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def _config(wire: str, server: FakeProvider, name: str = "fake") -> str:
-    """A models config naming one alias for the server, as a user would write it."""
+    """A models config naming one alias for the server, and the key it takes, as a user would
+    write it."""
     return f"""
 [tool.weirdml.models."{wire}:fake-model-1"]
 price_input = 3.0
@@ -88,6 +89,7 @@ price_cached_input = 0.3
 [tool.weirdml.models.{name}]
 model = "{wire}:fake-model-1"
 base_url = "{server.base_url}"
+api_key_env = "{KEY_ENV[wire]}"
 timeout_s = 5
 retry_initial_s = 0.01
 max_output_tokens = 1000
@@ -183,6 +185,7 @@ def test_the_claude_alias_is_current_and_runs_with_deprecations_as_errors(projec
     with FakeProvider("anthropic", solver) as server:
         project.makepyprojecttoml(
             f'[tool.weirdml.models.claude]\nbase_url = "{server.base_url}"\ntimeout_s = 5\nretry_initial_s = 0.01\n'
+            'api_key_env = "ANTHROPIC_API_KEY"\n'
         )
         result = _run(project, "--weirdml-model=claude", "-W", "error::DeprecationWarning")
     result.assert_outcomes(passed=1)
@@ -195,6 +198,7 @@ def test_the_claude_alias_is_current_and_runs_with_deprecations_as_errors(projec
 
 def test_a_retiring_model_is_named_once_with_its_replacement(project: pytest.Pytester) -> None:
     _need_sdk("anthropic")
+    project.makepyprojecttoml('[tool.weirdml.providers.anthropic]\napi_key_env = "ANTHROPIC_API_KEY"\n')
     with FakeProvider("anthropic", solver) as server:
         result = _run(
             project,
@@ -286,6 +290,55 @@ def test_cache_replays_a_run_without_requests(project: pytest.Pytester, wire: st
     assert [r["score"] for r in second] == [r["score"] for r in first]
     assert second[0]["session"] != first[0]["session"]
     _assert_no_key(project.path, second_run)
+
+
+def test_the_cache_keys_answers_by_their_server_and_marks_a_replay(project: pytest.Pytester) -> None:
+    """Issue 36: an answer of a local server was replayed as openai:gpt-5's, cost and all, and
+    unmarked. The key holds the server; a replay says it is one."""
+    _need_sdk("openai")
+    project.makepyprojecttoml('[tool.weirdml.providers.openai]\napi_key_env = "OPENAI_API_KEY"\n')
+    cache = ("--weirdml-model=openai:gpt-5", "--weirdml-cache", f"--weirdml-cache-dir={project.path / 'answers'}")
+
+    def replayed() -> list[object]:
+        return [r["usage"]["cached_response"] for r in _records(project)]  # type: ignore[index]
+
+    with FakeProvider("openai", solver) as local, FakeProvider("openai", solver) as other:
+        _run(project, *cache, f"--weirdml-base-url={local.base_url}").assert_outcomes(passed=1)
+        assert len(local.requests) == 3 and replayed() == [False] * 3
+        _run(project, *cache, f"--weirdml-base-url={local.base_url}").assert_outcomes(passed=1)
+        assert len(local.requests) == 3 and replayed() == [True] * 3
+        _run(project, *cache, f"--weirdml-base-url={other.base_url}").assert_outcomes(passed=1)
+        assert len(other.requests) == 3, "another server's answers were replayed"
+        assert replayed() == [False] * 3
+        # No base URL (or the provider's own) is the provider's server: a key of its own.
+        config = ModelConfig(name="openai:gpt-5", provider="openai", model="gpt-5", api_key_env=("OPENAI_API_KEY",))
+        own = models.build_provider(config).identity()
+        assert own["base_url"] is None
+        assert models.build_provider(replace(config, base_url="https://api.openai.com/v1/")).identity() == own
+        assert models.build_provider(replace(config, base_url=local.base_url)).identity()["base_url"] == local.base_url
+
+
+def test_a_provider_key_goes_to_another_server_only_when_the_config_names_it(
+    project: pytest.Pytester, wire: str
+) -> None:
+    """Issue 36: --weirdml-base-url sent the provider's own key (OPENAI_API_KEY) to the server it named."""
+    spec = f"--weirdml-model={wire}:fake-model-1"
+    with FakeProvider(wire, solver) as server:
+        refused = _run(project, spec, f"--weirdml-base-url={server.base_url}")
+        assert refused.ret == pytest.ExitCode.USAGE_ERROR
+        refused.stderr.fnmatch_lines(
+            [
+                f"*{wire}:fake-model-1 ({wire}:fake-model-1) would send {KEY_ENV[wire]}* to {server.base_url}, "
+                f"which is not {wire}'s own server; a key goes to another server only when the models config names "
+                f'it for that model: set api_key_env = "{KEY_ENV[wire]}"*or api_key_env = ?? to send none*'
+            ]
+        )
+        assert server.requests == []
+        # Named as none, no key goes, not even one the SDK would read from the environment itself.
+        project.makepyprojecttoml(f"[tool.weirdml.providers.{wire}]\napi_key_env = []\n")
+        _run(project, spec, f"--weirdml-base-url={server.base_url}").assert_outcomes(passed=1)
+    assert len(server.requests) == 3
+    assert all(PLANTED not in json.dumps(s.headers) for s in server.requests)
 
 
 # Retries, failures and accounting, one call at a time -------------------------------------------
@@ -439,10 +492,12 @@ CUT_MID_FENCE = "I will train a small network.\n\n```python\nimport numpy as np\
 CUT_AFTER_BLOCK = f"First the whole script.\n\n```python\n{CORRECT}```\n\nThen a variant:\n\n```python\nimport nu"
 
 
-def test_shipped_caps_reach_the_wire(wire: str) -> None:
+def test_shipped_caps_reach_the_wire(wire: str, tmp_path: Path) -> None:
     field = {"anthropic": "max_tokens", "openai": "max_completion_tokens", "google": "maxOutputTokens"}[wire]
+    # The shipped keys are for the providers' own servers: this one is named for the local one.
+    (tmp_path / "weirdml.toml").write_text(f'[providers.{wire}]\napi_key_env = "{KEY_ENV[wire]}"\n')
     with FakeProvider(wire, lambda c: "fine") as server:
-        catalog = Catalog.load().with_base_url(server.base_url)
+        catalog = Catalog.load(tmp_path).with_base_url(server.base_url)
         for alias, cap in SHIPPED_CAPS[wire]:
             config = catalog.lookup(alias)
             assert config.max_output_tokens == cap

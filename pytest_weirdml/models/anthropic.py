@@ -38,12 +38,15 @@ class AnthropicModel(ProviderModel):
         "effort": (str,),
         "extra_body": (dict,),
     }
+    default_base_url = "https://api.anthropic.com"
 
     def _connect(self, api_key: str | None) -> Any:
         self._sdk = import_sdk("anthropic", self.provider, self.extra)
         return self._sdk.Anthropic(
-            api_key=api_key,
-            base_url=self.config.base_url,
+            # Both named: without them the SDK reads ANTHROPIC_API_KEY (or a token) and
+            # ANTHROPIC_BASE_URL from the environment, whichever server the config names.
+            api_key=api_key or "no-key",
+            base_url=self.config.base_url or self.default_base_url,
             timeout=self.config.read_timeout_s,
             max_retries=0,  # tenacity retries, so each one is counted and recorded
         )

@@ -1,13 +1,16 @@
 """The response cache (``--weirdml-cache``): a re-run replays answers without calling the API.
 
 An answer is stored under the hash of (model identity, conversation, run index), one JSON file
-each. The run index is in the key so that the independent runs of a task stay independent.
+each. The model identity is every setting that changes its answers, the provider and the server
+it came from (the base URL) among them: an answer of a local server is never replayed as the
+provider's. The run index is in the key so that the independent runs of a task stay independent.
 The conversation in the key is the system prompt, the task prompt and the model's own earlier
 answers, not the harness's feedback: feedback carries script run times and training logs that
 differ on every run, and keying on them would make a replay miss from the second iteration on.
 A file lock per entry lets xdist workers share the directory; a worker that finds an entry
 being written waits for it instead of paying for the same call twice. Replayed answers keep
-the usage (tokens, cost, latency) the API reported when they were made, and no retries.
+the usage (tokens, cost, latency) the API reported when they were made, and no retries, and are
+marked ``usage.cached_response``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from pytest_weirdml.models.base import Message, Model, Request, Response
 from pytest_weirdml.records import Usage
 
 # 2: an entry holds the text and the call's usage, as {"text", "usage"}.
-CACHE_VERSION = 2
+# 3: the key holds the server (base URL); entries of 2 may have come from any server.
+CACHE_VERSION = 3
 
 
 def _without_feedback(messages: Sequence[Message]) -> list[Message]:
@@ -78,7 +82,8 @@ class CachedModel(Model):
             if path.is_file():
                 self.hits += 1
                 raw = json.loads(path.read_text(encoding="utf-8"))
-                return Response(raw["text"], Usage.from_dict(raw["usage"]))
+                usage = dataclasses.replace(Usage.from_dict(raw["usage"]), cached_response=True)
+                return Response(raw["text"], usage)
             response = self.inner.generate(request)
             data = {"text": response.text, "usage": dataclasses.asdict(dataclasses.replace(response.usage, retries=()))}
             # Written whole then renamed: a killed session leaves no half entry to replay.

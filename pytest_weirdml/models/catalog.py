@@ -107,6 +107,9 @@ class ModelConfig:
     iterations: int | None = None
     base_url: str | None = None
     api_key_env: tuple[str, ...] = ()
+    # The key names are the shipped config's, for the provider's own server: no user config named
+    # them, so they are not sent to another base URL.
+    api_key_env_shipped: bool = False
     # Streamed: the longest wait for the next chunk (None: ``STREAM_IDLE_TIMEOUT_S``); not
     # streamed: for the whole answer (None: ``answer_timeout_s`` of the output cap).
     timeout_s: float | None = None
@@ -142,7 +145,8 @@ class ModelConfig:
         return f"timeout: no complete answer within {self.read_timeout_s:g} s"
 
     def identity(self) -> dict[str, Any]:
-        """The settings that shape answers (not prices, retries, keys or where the server is)."""
+        """The settings that shape answers (not prices, retries or keys; the provider model adds
+        the server, ``ProviderModel.identity``)."""
         return {
             "provider": self.provider,
             "model": self.model,
@@ -182,6 +186,8 @@ class Catalog:
     base_url: str | None = None
     sources: tuple[str, ...] = ()
     max_output_tokens: int | None = None
+    # The tables ("providers.openai", "models.gpt") whose api_key_env only the shipped file sets.
+    shipped_keys: frozenset[str] = frozenset()
 
     @classmethod
     def load(
@@ -205,7 +211,8 @@ class Catalog:
                 layers.append((str(own), _read(own)))
         providers: dict[str, dict[str, Any]] = {}
         models: dict[str, dict[str, Any]] = {}
-        for source, layer in layers:
+        shipped_keys: set[str] = set()
+        for index, (source, layer) in enumerate(layers):
             for name, entry in _tables(source, layer, "providers").items():
                 if PROVIDERS.get(name) is None:
                     raise ValueError(
@@ -213,10 +220,13 @@ class Catalog:
                     )
                 _check(source, f"providers.{name}", entry, name)
                 providers.setdefault(name, {}).update(entry)
+                _note_keys(shipped_keys, f"providers.{name}", entry, shipped=index == 0)
             for name, entry in _tables(source, layer, "models").items():
                 _check(source, f"models.{name}", entry, None)
                 models.setdefault(name, {}).update(entry)
-        return cls(providers, models, base_url, tuple(source for source, _ in layers), max_output_tokens)
+                _note_keys(shipped_keys, f"models.{name}", entry, shipped=index == 0)
+        sources = tuple(source for source, _ in layers)
+        return cls(providers, models, base_url, sources, max_output_tokens, frozenset(shipped_keys))
 
     def with_base_url(self, base_url: str | None) -> Catalog:
         return replace(self, base_url=base_url)
@@ -235,11 +245,15 @@ class Catalog:
     def lookup(self, name: str) -> ModelConfig:
         """The merged settings of an alias or a ``provider:model-id``; ``ValueError`` if unusable."""
         try:
-            provider, model_id, layers = self._chain(name)
+            provider, model_id, named = self._chain(name)
         except LookupError as exc:
             raise ValueError(f"unknown model '{name}': {exc}") from None
         merged: dict[str, Any] = dict(self.providers.get(provider, {}))
-        for layer in reversed(layers):
+        # Where the api_key_env in effect was set: the last table in merge order that sets it.
+        tables = [(f"providers.{provider}", self.providers.get(provider, {}))]
+        tables += [(f"models.{entry_name}", entry) for entry_name, entry in reversed(named)]
+        key_table = next((table for table, entry in reversed(tables) if "api_key_env" in entry), None)
+        for _, layer in reversed(named):
             merged.update(layer)
         merged.pop("model", None)
         if self.base_url:
@@ -255,14 +269,16 @@ class Catalog:
             )
         keys = merged.pop("api_key_env", [])
         merged["api_key_env"] = tuple([keys] if isinstance(keys, str) else keys)
+        merged["api_key_env_shipped"] = key_table in self.shipped_keys
         for key in ("temperature", "price_input", "price_output", "price_cached_input", "timeout_s"):
             if key in merged:
                 merged[key] = float(merged[key])
         return ModelConfig(name=name, provider=provider, model=model_id, **merged)
 
-    def _chain(self, name: str) -> tuple[str, str, list[Mapping[str, Any]]]:
-        """Follow aliases to a ``provider:model-id``; the entries met on the way, nearest first."""
-        layers: list[Mapping[str, Any]] = []
+    def _chain(self, name: str) -> tuple[str, str, list[tuple[str, Mapping[str, Any]]]]:
+        """Follow aliases to a ``provider:model-id``; the entries met on the way (with their
+        names), nearest first."""
+        layers: list[tuple[str, Mapping[str, Any]]] = []
         seen: list[str] = []
         current = name
         while True:
@@ -271,11 +287,11 @@ class Catalog:
                 if current in seen:
                     raise LookupError(f"aliases loop: {' -> '.join([*seen, current])}")
                 seen.append(current)
-                layers.append(entry)
+                layers.append((current, entry))
                 current = entry["model"]
                 continue
             if entry is not None:
-                layers.append(entry)
+                layers.append((current, entry))
             provider, sep, model_id = current.partition(":")
             if not sep or not model_id or PROVIDERS.get(provider) is None:
                 raise LookupError(
@@ -283,6 +299,16 @@ class Catalog:
                     f"{', '.join(PROVIDERS.names())}"
                 )
             return provider, model_id, layers
+
+
+def _note_keys(shipped_keys: set[str], table: str, entry: Mapping[str, Any], *, shipped: bool) -> None:
+    """Keep track of the tables whose ``api_key_env`` the shipped file set and no user file did."""
+    if "api_key_env" not in entry:
+        return
+    if shipped:
+        shipped_keys.add(table)
+    else:
+        shipped_keys.discard(table)
 
 
 def _read(path: Path) -> dict[str, Any]:

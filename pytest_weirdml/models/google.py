@@ -32,6 +32,7 @@ class GoogleModel(ProviderModel):
     provider = "google"
     extra = "google"
     options: ClassVar[Mapping[str, tuple[type, ...]]] = {"thinking_budget": (int,), "thinking_level": (str,)}
+    default_base_url = "https://generativelanguage.googleapis.com/"
 
     def _connect(self, api_key: str | None) -> Any:
         genai = import_sdk("google.genai", self.provider, self.extra)
@@ -40,8 +41,12 @@ class GoogleModel(ProviderModel):
         # The HTTP library the SDK raises transport errors from (httpx2 in new releases, httpx before).
         self._httpx = http_library()
         # No retry_options: the SDK then never retries, and tenacity does it here, recorded.
-        options = self._types.HttpOptions(base_url=self.config.base_url, timeout=int(self.config.read_timeout_s * 1000))
-        return genai.Client(api_key=api_key, http_options=options)
+        options = self._types.HttpOptions(
+            base_url=self.config.base_url or self.default_base_url, timeout=int(self.config.read_timeout_s * 1000)
+        )
+        # A key named even when there is none: without one the SDK reads GOOGLE_API_KEY or
+        # GEMINI_API_KEY from the environment, whichever server the config names.
+        return genai.Client(api_key=api_key or "no-key", http_options=options)
 
     def _call(self, messages: Sequence[Message]) -> Response:
         types, config = self._types, self.config

@@ -37,6 +37,7 @@ class OpenAIModel(ProviderModel):
     extra = "openai"
     options: ClassVar[Mapping[str, tuple[type, ...]]] = {"reasoning_effort": (str,), "extra_body": (dict,)}
     max_tokens_field = "max_completion_tokens"
+    default_base_url: ClassVar[str | None] = "https://api.openai.com/v1"
     # The server's context length when it is the cap (no max_tokens sent); see the module doc.
     _room: int | None = None
 
@@ -45,7 +46,8 @@ class OpenAIModel(ProviderModel):
         return self._sdk.OpenAI(
             # Passed explicitly, so an OPENAI_API_KEY in the environment never goes to another server.
             api_key=api_key or "no-key",
-            base_url=self.config.base_url,
+            # Named, so an OPENAI_BASE_URL in the environment never moves the provider's key elsewhere.
+            base_url=self.config.base_url or self.default_base_url,
             timeout=self.config.read_timeout_s,
             max_retries=0,  # tenacity retries, so each one is counted and recorded
         )
@@ -121,6 +123,7 @@ class OpenAICompatibleModel(OpenAIModel):
     extra = "openai"
     max_tokens_field = "max_tokens"
     key_required = True
+    default_base_url = None
 
     def __init__(self, config: ModelConfig) -> None:
         if not config.base_url:

@@ -10,6 +10,10 @@ itself in ``base.PROVIDERS``: adding a provider is adding its module. Retries ar
 the SDK's own turned off, so every retry is counted, bounded and recorded in one place; the
 cost, latency and retries complete the call's ``Usage``. A stream that stops before its answer
 ends (``StreamCut``) is retried as a dropped connection is, and recorded as a retry.
+
+The key goes to a server other than the provider's own (``default_base_url``) only when the
+user's models config names ``api_key_env`` for that model or provider: the shipped config names
+the keys of the providers' own servers (``ModelConfig.api_key_env_shipped``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pytest_weirdml import redact
 from pytest_weirdml.errors import ModelError
 from pytest_weirdml.models.base import Message, Model, Request, Response, label
 from pytest_weirdml.models.catalog import FALLBACK_MAX_OUTPUT_TOKENS, ModelConfig
+from pytest_weirdml.untrusted import printable
 
 log = logging.getLogger("pytest_weirdml.models")
 
@@ -122,6 +127,8 @@ class ProviderModel(Model):
     provider: ClassVar[str]
     extra: ClassVar[str]
     key_required: ClassVar[bool] = True
+    # The provider's own server, where its SDK sends requests without a base URL (None: none).
+    default_base_url: ClassVar[str | None] = None
     # Settings only this provider takes, with the TOML types they accept.
     options: ClassVar[Mapping[str, tuple[type, ...]]] = {}
 
@@ -161,7 +168,14 @@ class ProviderModel(Model):
     # Shared -------------------------------------------------------------------------------------
 
     def identity(self) -> dict[str, Any]:
-        return self.config.identity()
+        """The answer settings, and the server the answers come from (the response cache's key)."""
+        return {**self.config.identity(), "base_url": self.server()}
+
+    def server(self) -> str | None:
+        """The base URL of the server asked, ``None`` for the provider's own."""
+        url = (self.config.base_url or "").rstrip("/")
+        own = (self.default_base_url or "").rstrip("/")
+        return url if url and url != own else None
 
     def retirement(self) -> str | None:
         """When the provider retires this model, as its SDK states it (``None``: not known to)."""
@@ -180,6 +194,8 @@ class ProviderModel(Model):
 
     def _api_key(self) -> str | None:
         names = self.config.api_key_env
+        if names and self.config.api_key_env_shipped and self.server() is not None:
+            raise ValueError(self._key_elsewhere())
         for name in names:
             value = os.environ.get(name)
             if value:
@@ -190,6 +206,18 @@ class ProviderModel(Model):
                 f"{self.config.name} ({self.config.spec}) needs an API key: set {choices} in the environment"
             )
         return None
+
+    def _key_elsewhere(self) -> str:
+        """Why the shipped key of the provider is not sent to another server, and the fix."""
+        config = self.config
+        names = " or ".join(config.api_key_env)
+        return printable(
+            f"{config.name} ({config.spec}) would send {names} to {_shown_url(self.server() or '')}, which is not "
+            f"{config.provider}'s own server; a key goes to another server only when the models config names it "
+            f'for that model: set api_key_env = "{config.api_key_env[0]}" (or the variable holding that server\'s '
+            f'key), or api_key_env = [] to send none, under [tool.weirdml.models."{config.name}"] in '
+            f"pyproject.toml (or [tool.weirdml.providers.{config.provider}])"
+        )
 
     def _failure(self, exc: BaseException) -> Failure:
         if isinstance(exc, StreamCut):
@@ -266,6 +294,13 @@ def _exception(state: Any) -> BaseException:
     outcome = state.outcome
     exc = outcome.exception() if outcome is not None else None
     return exc if exc is not None else RuntimeError("no exception")
+
+
+def _shown_url(url: str) -> str:
+    """A server's URL without any user or password in it, safe to print."""
+    scheme, sep, rest = url.partition("://")
+    host, slash, path = rest.partition("/")
+    return printable(redact.redact(scheme + sep + host.rsplit("@", 1)[-1] + slash + path))
 
 
 def split_system(messages: Sequence[Message]) -> tuple[str, list[Message]]:
