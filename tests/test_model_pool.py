@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import read_iterations, session_dir, write_replay, write_tiny_task
+from helpers import GOOD_SCRIPT, read_iterations, session_dir, write_replay, write_tiny_task
 
 sys.path.insert(0, str(Path(__file__).parent))
 from providers_server import FakeProvider
@@ -70,3 +70,25 @@ def test_a_session_of_15_tasks_by_5_runs_builds_one_client_per_model_and_process
     assert len({b["pid"] for b in built}) == 3
     assert set(per_process.values()) == {1}, per_process
     assert Counter(b["class"] for b in built) == {"OpenAICompatibleModel": 3, "ReplayModel": 3}
+
+
+def test_two_models_that_would_record_under_one_name_are_a_usage_error(
+    pytester: pytest.Pytester, tiny: Path, base_args: list[str]
+) -> None:
+    """Issue 36: replay:/a/ans.json and replay:/b/ans.json were both recorded as replay:ans.json,
+    and one model's runs were lost in the other's."""
+    first, second = pytester.mkdir("a") / "ans.json", pytester.mkdir("b") / "ans.json"
+    write_replay(first, [GOOD_SCRIPT])
+    write_replay(second, [""])
+    result = pytester.runpytest(f"--weirdml-model=replay:{first},replay:{second}", "--weirdml-runs=1", *base_args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"*--weirdml-model: models 'replay:{first}' and 'replay:{second}' would both be recorded as "
+            "'replay:ans.json'*give them names of their own*"
+        ]
+    )
+    assert not list((pytester.path / "reports").rglob("records.jsonl"))
+    # Each alone is fine, and one spec named twice is one model.
+    alone = pytester.runpytest(f"--weirdml-model=replay:{first},replay:{first}", "--weirdml-runs=1", *base_args)
+    alone.assert_outcomes(passed=1)
