@@ -42,9 +42,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_weirdml import __version__, schema, stats
+from pytest_weirdml import __version__, baseline_schema, stats
 from pytest_weirdml.records import RunPlan, RunRecord
 from pytest_weirdml.session import SessionDir
+from pytest_weirdml.untrusted import printable
 
 FORMAT = "pytest-weirdml-baseline"
 VERSION = 1
@@ -54,7 +55,11 @@ _EPS = 1e-9
 
 
 class BaselineError(ValueError):
-    """A baseline that cannot be read, or two sessions that must not be compared."""
+    """A baseline that cannot be read, or two sessions that must not be compared. Its message
+    quotes names and values from the file, so it holds no control character."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(printable(message))
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,8 @@ class Conditions:
         ):
             mine, theirs = getattr(self, name), getattr(other, name)
             if mine != theirs:
-                found.append(f"{label} {theirs} in the baseline, {mine} now")
+                # Printed as a skip reason: a session directory's data key is not a checked name.
+                found.append(printable(f"{label} {theirs} in the baseline, {mine} now"))
         return found
 
 
@@ -185,12 +191,15 @@ class Baseline:
             raise BaselineError(f'{where}: not a pytest-weirdml baseline file (no "format": "{FORMAT}")')
         if raw.get("version") != VERSION:
             raise BaselineError(
-                f"{where}: baseline format version {raw.get('version')!r}; this plugin reads version {VERSION}"
+                f"{where}: baseline format version {baseline_schema.shown(raw.get('version'))}; this plugin "
+                f"reads version {VERSION}"
             )
         try:
-            schema.check_baseline_models(raw.get("models"))
+            baseline_schema.check(raw)
         except ValueError as exc:
-            raise BaselineError(f"{where}: {exc}") from None
+            raise BaselineError(
+                f"{where}: {exc}. Save the baseline again (--weirdml-save-baseline) or pass a session directory"
+            ) from None
         try:
             cells = {
                 model: {

@@ -56,7 +56,8 @@ def comparison_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def comparison_lines(comparison: Mapping[str, Any], refused_items: Sequence[str] = ()) -> list[Styled]:
     """The regression gate's verdict: one row per compared (model, task) and model overall, then
-    what could not be compared and why, then the verdict."""
+    what could not be compared and why, then the verdict. Names, notes and reasons come from a
+    baseline file or records: every line is stripped of control characters."""
     out: list[Styled] = []
     if comparison.get("refused"):
         out.append((str(comparison["refused"]), {"red": True}))
@@ -70,7 +71,7 @@ def comparison_lines(comparison: Mapping[str, Any], refused_items: Sequence[str]
         out.append((header, {"bold": True}))
         out += [
             (
-                printable(line),
+                line,
                 {
                     "red": line.endswith("REGRESSION"),
                     "green": line.endswith("improvement"),
@@ -88,11 +89,11 @@ def comparison_lines(comparison: Mapping[str, Any], refused_items: Sequence[str]
     incomplete = comparison.get("incomplete", {})
     if incomplete:
         listed = ", ".join(f"{model} ({n} run(s) not scored)" for model, n in incomplete.items())
-        out.append((printable(f"incomplete, so not passed: {listed}"), {"yellow": True, "bold": True}))
+        out.append((f"incomplete, so not passed: {listed}", {"yellow": True, "bold": True}))
     regressions = comparison.get("regressions", [])
     if regressions:
         listed = ", ".join(f"{r['model']} / {r['task']} ({r['delta']:+.3f})" for r in regressions)
         out.append((f"{len(regressions)} regression(s) against the baseline: {listed}", {"red": True, "bold": True}))
     elif rows and not comparison.get("refused") and not refused_items and not incomplete:
         out.append(("no regression against the baseline", {"green": True}))
-    return out
+    return [(printable(text), style) for text, style in out]

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_weirdml import stats
 from pytest_weirdml.baseline import OVERALL, Baseline, BaselineError, compare, load
-from pytest_weirdml.table import comparison_cells
+from pytest_weirdml.table import comparison_cells, comparison_lines
 
 
 def runs(model: str, task: str, scores: list[float], **conditions: object) -> list[dict[str, object]]:
@@ -134,3 +134,75 @@ def test_difference_matches_the_two_sides_estimates() -> None:
     assert per_task["a"].low < 0.4 < per_task["a"].high
     with pytest.raises(ValueError, match="share no task"):
         stats.difference({"a": [1.0]}, {"b": [1.0]})
+
+
+def _saved(tmp_path: Path) -> dict[str, object]:
+    path = session(runs("m", "t", [0.9, 0.8])).save(tmp_path / "baseline.json")
+    return json.loads(path.read_text())  # type: ignore[no-any-return]
+
+
+def _conditions(raw: dict, **change: object) -> None:  # type: ignore[type-arg]
+    raw["models"]["m"]["t"]["conditions"].update(change)
+
+
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\x9b31m"
+
+
+@pytest.mark.parametrize(
+    ("attack", "field", "must"),
+    [
+        (lambda raw: raw.update(sessions=7), "field 'sessions' is 7", "a list of session names"),
+        (lambda raw: raw.update(sessions=[ESCAPES]), "field 'sessions'", "a list of session names"),
+        (lambda raw: raw.update(created=5), "field 'created' is 5", "a string"),
+        (lambda raw: raw.update(generator=None), "field 'generator' is None", "a string"),
+        (lambda raw: _conditions(raw, **{ESCAPES: 1}), "field 'models.m.t.conditions' holds unknown", "protocol"),
+        (lambda raw: _conditions(raw, protocol=ESCAPES), "field 'models.m.t.conditions.protocol'", "a name"),
+        (lambda raw: _conditions(raw, data=ESCAPES), "field 'models.m.t.conditions.data'", "a name"),
+        (lambda raw: _conditions(raw, iterations=0), "field 'models.m.t.conditions.iterations' is 0", "at least 1"),
+        (lambda raw: _conditions(raw, time_limit_s=-1), "field 'models.m.t.conditions.time_limit_s' is -1", "above"),
+    ],
+    ids=[
+        "sessions-int",
+        "sessions-escapes",
+        "created",
+        "generator",
+        "extra-condition",
+        "protocol",
+        "data",
+        "iterations",
+        "time-limit",
+    ],
+)
+def test_every_field_read_from_a_baseline_is_checked_naming_the_file_field_and_fix(
+    tmp_path: Path,
+    attack,
+    field: str,
+    must: str,  # type: ignore[no-untyped-def]
+) -> None:
+    """Issue 36: "sessions": 7 ended the session in an INTERNALERROR; an extra conditions key
+    holding escape sequences reached the terminal raw; a data key of escapes was printed as a
+    difference of conditions."""
+    raw = _saved(tmp_path)
+    attack(raw)
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(BaselineError) as info:
+        load(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: {field}") and must in message
+    assert "Save the baseline again (--weirdml-save-baseline) or pass a session directory" in message
+    assert not any(ord(c) < 32 or 0x7F <= ord(c) <= 0x9F for c in message), repr(message)
+
+
+def test_what_the_gate_prints_holds_no_control_character() -> None:
+    """A session directory's records may hold a data key of escape sequences: the refusal, its
+    skip reasons and the comparison's lines print none of them."""
+    old = session(runs("m", "t", [0.9], data=f"v1{ESCAPES}"))
+    with pytest.raises(BaselineError) as info:
+        compare(old, session(runs("m", "t", [0.9])))
+    assert "data identity v131m in the baseline, v1-seed0-abc now" in str(info.value)
+    comparison = compare(old, session(runs("m", "t", [0.9])), force=True).as_dict()
+    comparison["notes"].append(f"hardware {ESCAPES}")
+    comparison["only_now"].append(ESCAPES)
+    lines = [text for text, _ in comparison_lines(comparison, [ESCAPES])]
+    assert lines and not any(c in text for text in lines for c in "\x1b\x07\x9b")

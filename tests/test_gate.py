@@ -245,6 +245,33 @@ def test_unreadable_baselines_are_usage_errors(pytester: pytest.Pytester, tiny: 
     bad.stderr.fnmatch_lines(["*--weirdml-regression-margin must be an accuracy difference in [[]0, 1), got 'lots'*"])
 
 
+def test_a_hostile_baseline_file_is_a_usage_error_naming_the_file_field_and_fix(
+    pytester: pytest.Pytester, tiny: Path, base_args: list[str]
+) -> None:
+    """Issue 36: "sessions": 7 ended the session in INTERNALERROR (TypeError: 'int' object is not
+    iterable); an extra conditions key of escape sequences reached the terminal raw."""
+    conditions = {"protocol": "published", "iterations": 1, "time_limit_s": 20.0, "data": "v1-seed0-abc"}
+    cell = {"scores": [1.0], "conditions": conditions}
+    raw = {"format": "pytest-weirdml-baseline", "version": 1, "sessions": 7, "models": {"reference": {"tiny": cell}}}
+    path = pytester.path / "baseline.json"
+    path.write_text(json.dumps(raw))
+    sessions = run(pytester, base_args, "--weirdml-model=reference", f"--weirdml-baseline={path}", reports="r")
+    assert sessions.ret == pytest.ExitCode.USAGE_ERROR
+    sessions.stderr.fnmatch_lines(
+        [
+            f"*--weirdml-baseline: {path}: field 'sessions' is 7; it must be a list of session names. Save the "
+            "baseline again (--weirdml-save-baseline) or pass a session directory"
+        ]
+    )
+    raw["sessions"] = []
+    conditions["\x1b]0;owned\x07\x1b[2J"] = 1
+    path.write_text(json.dumps(raw))
+    key = run(pytester, base_args, "--weirdml-model=reference", f"--weirdml-baseline={path}", reports="r")
+    assert key.ret == pytest.ExitCode.USAGE_ERROR
+    key.stderr.fnmatch_lines(["*field 'models.reference.tiny.conditions' holds unknown conditions (*owned*)*"])
+    assert "\x1b" not in key.stdout.str() + key.stderr.str()
+
+
 def test_the_gate_works_under_xdist(pytester: pytest.Pytester, tiny: Path, base_args: list[str]) -> None:
     replay = write_replay(pytester.path / "agent.json", [GOOD_SCRIPT])
     model = f"--weirdml-model=replay:{replay}"
