@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from pathlib import Path
 
 from pytest_weirdml import __version__, task_list
@@ -135,19 +136,27 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from pytest_weirdml.recordfile import RecordsWarning
     from pytest_weirdml.report.build import build_reports
     from pytest_weirdml.untrusted import printable
 
-    try:
-        built = build_reports(
-            args.sessions,
-            args.out,
-            resamples=args.weirdml_bootstrap,
-            seed=args.seed,
-            leaderboard=args.weirdml_leaderboard,
-        )
-    except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RecordsWarning)
+        try:
+            built = build_reports(
+                args.sessions,
+                args.out,
+                resamples=args.weirdml_bootstrap,
+                seed=args.seed,
+                leaderboard=args.weirdml_leaderboard,
+            )
+        except (OSError, ValueError) as exc:
+            built = None
+            failure = exc
+    for said in dict.fromkeys(str(found.message) for found in caught):
+        print(printable(f"warning: {said}"), file=sys.stderr)
+    if built is None:
+        print(f"error: {failure}", file=sys.stderr)
         return 2
     isolation: dict[str, set[str]] = {}
     for run in built.runs:

@@ -3,7 +3,8 @@
 A records file is what people send each other (``weirdml report their-session/``), and what
 ``--weirdml-resume`` and a session-directory baseline read. Before a line becomes a record:
 
-- it is at most ``MAX_LINE_CHARS`` long (one huge line is never read whole into memory);
+- it is at most ``MAX_LINE_CHARS`` long (a longer one is never read whole into memory: the
+  reader, ``pytest_weirdml.recordfile``, skips it with a warning, as it skips a torn line);
 - every field has its dataclass's type (``run`` an int, ``score`` a number, ``code`` a string or
   null, ``usage`` an object of numbers...); numbers are finite;
 - scores lie in [0, 1], counts and durations are not negative, iterations start at 1;
@@ -14,8 +15,8 @@ A records file is what people send each other (``weirdml report their-session/``
 - ``task`` and ``session`` are names of letters, digits, ``_``, ``-`` and ``.`` (no leading dot),
   ``model`` of those and ``:/@+=,``: they become file names and terminal text.
 
-A line that fails raises ``ValueError`` naming the field and what it must be; the reader adds
-the file and the line number.
+A line that is JSON but fails raises ``ValueError`` naming the field and what it must be; the
+reader adds the file and the line number.
 """
 
 from __future__ import annotations

@@ -15,6 +15,10 @@ The public API, for the plugin, the report command and anything that compares se
 - ``read_runs(directories)``: the runs of one or several sessions (a merge);
 - ``RecordsTail``: follows a growing records file (live progress under xdist).
 
+The file itself, line by line (appends that end at a record boundary, a reader that skips a
+damaged line with a warning), is ``pytest_weirdml.recordfile``; every line fits the reader
+(``pytest_weirdml.linecap``).
+
 No pytest here: the same code serves the plugin, the command line and other tools.
 """
 
@@ -23,13 +27,14 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
 
+from pytest_weirdml.recordfile import ANY_RUN, RunKey, append_line, read_records
 from pytest_weirdml.records import (
     ERROR,
     FINISHED,
@@ -37,12 +42,12 @@ from pytest_weirdml.records import (
     IterationRecord,
     Record,
     RunEnd,
+    RunPlan,
     RunRecord,
     RunStart,
     legacy_plan,
     parse_record,
 )
-from pytest_weirdml.schema import MAX_LINE_CHARS
 
 RECORDS_FILE = "records.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -59,7 +64,6 @@ class SessionDir:
         self.path = path
         self.records_path = path / RECORDS_FILE
         self._lock = FileLock(str(self.records_path) + ".lock")
-        self._ready = False
 
     @property
     def name(self) -> str:
@@ -71,28 +75,14 @@ class SessionDir:
 
     # Writing -------------------------------------------------------------------------------
 
-    def _prepare(self) -> None:
-        """Create the directory; drop the half line a session killed mid-write leaves behind,
-        so new lines are not glued to it."""
-        if self._ready:
-            return
-        self.path.mkdir(parents=True, exist_ok=True)
-        with self._lock:
-            if self.records_path.is_file():
-                with open(self.records_path, "rb+") as fh:
-                    data = fh.read()
-                    if data and not data.endswith(b"\n"):
-                        fh.truncate(data.rfind(b"\n") + 1)
-        self._ready = True
-
     def append(self, record: Record) -> None:
-        self._prepare()
-        line = record.to_json() + "\n"
-        with self._lock, open(self.records_path, "a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            # A session killed right after this call must still find the line on disk.
-            os.fsync(fh.fileno())
+        """Append one record line, synced to disk; under the lock, a torn last line (a writer
+        killed mid-write) is dropped first, and a write that fails (a full disk) is undone, so
+        the file always ends at a record boundary."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        data = (record.to_json() + "\n").encode("utf-8")
+        with self._lock:
+            append_line(self.records_path, data)
 
     def end_run(self, task: str, model: str, run: int, *, session: str, error: str | None = None) -> RunEnd:
         """Record that a run finished (``error=None``) or that a harness error stopped it."""
@@ -119,7 +109,7 @@ class SessionDir:
 
     def runs(self) -> list[RunRecord]:
         """Every run of the session, with its status (``finished``, ``error``, ``incomplete``)."""
-        return group_runs(self.read(), default_session=self.name)
+        return read_runs([self.path]) if self.exists() else []
 
     def started(self, task: str, model: str, run: int) -> RunStart | None:
         """The first recorded start of a run (its plan), or ``None``: what a resumed run keeps."""
@@ -152,36 +142,20 @@ class SessionDir:
         return summary
 
 
-def read_records(path: Path) -> Iterator[Record]:
-    """Every complete line of a records file (a torn last line from a crash is skipped).
-
-    ``ValueError`` names the file, the line and the field of a line that is not a valid record
-    (``pytest_weirdml.schema``), and a line longer than ``MAX_LINE_CHARS``, which is never read whole.
-    """
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(iter(lambda: fh.readline(MAX_LINE_CHARS + 1), ""), start=1):
-            if len(line) > MAX_LINE_CHARS:
-                raise ValueError(
-                    f"{path} line {number} is longer than {MAX_LINE_CHARS >> 20} MiB characters; "
-                    "no record the harness writes is that long"
-                )
-            if not line.endswith("\n"):
-                break
-            try:
-                yield parse_record(line)
-            except ValueError as exc:
-                raise ValueError(f"{path} line {number}: {exc}") from None
-
-
-def group_runs(records: Iterable[Record], *, default_session: str = "") -> list[RunRecord]:
+def group_runs(
+    records: Iterable[Record], *, default_session: str = "", damaged: Collection[RunKey] = ()
+) -> list[RunRecord]:
     """Runs from records, one per (session, task, model, run), sorted by that key.
 
     A resumed session may record an iteration twice: the last one is what the run used. A run's
     plan is its first start (schemas 1 and 2: the conditions its iterations carried). A run's
     status is its last end, unless an iteration came after it (the run went on: ``incomplete``
-    until it ends again). Iterations of schema 1, written before runs recorded their end, count
-    as a finished run, as they did then. Records without a session name take ``default_session``
-    (the directory's name), so that sessions still merge apart.
+    until it ends again). A finished run that lost a line (``damaged`` names it, or ``ANY_RUN``
+    every run) is ``incomplete`` unless it still holds its start and every planned submission: no
+    summary scores what is left of it, and a resume makes it whole. Iterations of schema 1,
+    written before runs recorded their end, count as a finished run, as they did then. Records
+    without a session name take ``default_session`` (the directory's name), so that sessions still
+    merge apart.
     """
     iterations: dict[tuple[str, str, str, int], dict[int, IterationRecord]] = {}
     ends: dict[tuple[str, str, str, int], RunEnd] = {}
@@ -212,24 +186,36 @@ def group_runs(records: Iterable[Record], *, default_session: str = "") -> list[
             status, error, ended_at = INCOMPLETE, None, ""
         start = starts.get(key)
         plan = start.plan if start is not None else legacy_plan(its)
+        if status == FINISHED and {(task, model, run), ANY_RUN} & set(damaged) and not _whole(start, plan, its):
+            status = INCOMPLETE
         runs.append(RunRecord(task, model, run, its, session, status, error, ended_at, plan))
     return runs
+
+
+def _whole(start: RunStart | None, plan: RunPlan | None, its: list[IterationRecord]) -> bool:
+    """Whether a finished run holds every line it wrote: its start (schema 3 writes one first) and
+    every submission it planned (a finished run made them all)."""
+    if start is None and plan is None:
+        return False
+    planned = plan.iterations_planned if plan is not None else 0
+    return [it.iteration for it in its] == list(range(1, planned + 1)) if planned else bool(its)
 
 
 def read_runs(directories: Sequence[Path]) -> list[RunRecord]:
     """The runs of one or several sessions, merged. ``FileNotFoundError`` names a directory
     without records."""
     records: list[Record] = []
+    damaged: set[RunKey] = set()
     for directory in directories:
         session = SessionDir(directory)
         if not session.exists():
             raise FileNotFoundError(f"{session.records_path}: no records; pass a session directory under reports/")
-        for record in session.read():
+        for record in read_records(session.records_path, lambda key: damaged.add(key or ANY_RUN)):
             # Grouped per file: a directory's name stands in for a session name it lacks.
             if not record.session:
                 record.session = session.name
             records.append(record)
-    return group_runs(records)
+    return group_runs(records, damaged=damaged)
 
 
 class RecordsTail(threading.Thread):
@@ -248,6 +234,8 @@ class RecordsTail(threading.Thread):
         if not self.path.is_file():
             return
         with open(self.path, "rb") as fh:
+            # A write undone (a full disk) may have shortened the file below what was read.
+            self._offset = min(self._offset, os.fstat(fh.fileno()).st_size)
             fh.seek(self._offset)
             chunk = fh.read()
         # Only whole lines: a worker may be half-way through writing the last one.

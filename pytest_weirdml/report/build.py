@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_weirdml.atomic import write_atomic
 from pytest_weirdml.baseline import Baseline, BaselineError, compare, from_session
 from pytest_weirdml.horizons import report as horizon_report
 from pytest_weirdml.horizons.sessions import model_points
@@ -107,7 +108,7 @@ def write_reports(
         )
     page = render_html(summary, runs, figs, figures_note=note, published_note=published_note, horizon_html=horizon_html)
     paths["html"] = out_dir / REPORT_FILE
-    paths["html"].write_text(page, encoding="utf-8")
+    write_atomic(paths["html"], page)
     by_session = len({run.session for run in runs}) > 1
     for run in runs:
         write_transcript(out_dir, run, by_session=by_session)

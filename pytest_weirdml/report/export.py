@@ -15,10 +15,12 @@ of them. A file holds only the models with at least one of its tasks.
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_weirdml.atomic import write_atomic
 from pytest_weirdml.report.published import LEADERBOARD_COLUMNS, PUBLISHED_TASKS, columns_for
 from pytest_weirdml.report.summary import overall_over
 
@@ -76,11 +78,11 @@ def results_rows(summary: Mapping[str, Any], tasks: Sequence[str], columns: Sequ
 
 def _write(path: Path, columns: Sequence[str], rows: list[dict[str, str]]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(columns))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=list(columns))
+    writer.writeheader()
+    writer.writerows(rows)
+    return write_atomic(path, text.getvalue())
 
 
 def write_results(summary: Mapping[str, Any], directory: Path) -> dict[str, Path]:

@@ -72,6 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_weirdml import __version__, stats
+from pytest_weirdml.atomic import write_atomic
 from pytest_weirdml.horizons.sessions import horizons_of
 from pytest_weirdml.records import ERROR, RunRecord
 from pytest_weirdml.report.published import shared_tasks
@@ -242,6 +243,4 @@ def _model_row(tasks: Mapping[str, list[Mapping[str, Any]]], resamples: int, see
 
 def write_summary(summary: Mapping[str, Any], directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / SUMMARY_FILE
-    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    return path
+    return write_atomic(directory / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")

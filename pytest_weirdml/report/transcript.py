@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pytest_weirdml.atomic import write_atomic
 from pytest_weirdml.records import ERROR, FINISHED, IterationRecord, RunRecord
 from pytest_weirdml.untrusted import printable
 
@@ -88,10 +89,7 @@ def transcript_path(directory: Path, run: RunRecord, *, by_session: bool = False
 def write_transcript(directory: Path, run: RunRecord, *, by_session: bool = False) -> Path:
     path = transcript_path(directory, run, by_session=by_session)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_symlink():
-        path.unlink()
-    path.write_text(render_markdown(run), encoding="utf-8")
-    return path
+    return write_atomic(path, render_markdown(run))
 
 
 def _safe(name: str) -> str:
