@@ -220,15 +220,11 @@ def _session_place(config: pytest.Config, session: str, session_dir: Path | None
             )
         if session_dir is None:  # the controller reads it first; its workers read it as it says
             try:
-                # A records file is untrusted: a bad line stops the session here, naming it.
-                SessionDir(previous).read()
+                # A records file is untrusted: a bad line, a link or another session's records
+                # stop the session here, naming them.
+                SessionDir(previous).check_resumable()
             except (OSError, ValueError) as exc:
                 raise pytest.UsageError(f"--weirdml-resume: {exc}") from None
-        try:
-            # A records file is untrusted: a bad line stops the session here, naming it.
-            SessionDir(previous).read()
-        except (OSError, ValueError) as exc:
-            raise pytest.UsageError(f"--weirdml-resume: {exc}") from None
         reports, session, resume = previous.parent, previous.name, True
     if session_dir is not None:
         reports, session = session_dir.parent, session_dir.name

@@ -9,8 +9,9 @@ session and by ``weirdml report`` alike, so the two give the same files.
 
 The public API, for the plugin, the report command and anything that compares sessions:
 
-- ``SessionDir(path)``: ``append``, ``end_run``, ``started`` and ``finished`` (resume), ``read``, ``runs``
-  (grouped, with their status), ``summary`` (the ``summary.json`` written last);
+- ``SessionDir(path)``: ``append``, ``end_run``, ``started``, ``finished`` and ``check_resumable``
+  (resume), ``read``, ``runs`` (grouped, with their status), ``summary`` (the ``summary.json``
+  written last);
 - ``group_runs(records)``: iterations and run ends -> ``RunRecord`` per (session, task, model, run);
 - ``read_runs(directories)``: the runs of one or several sessions (a merge);
 - ``RecordsTail``: follows a growing records file (live progress under xdist).
@@ -132,6 +133,21 @@ class SessionDir:
         while len(prefix) + 1 in found:
             prefix.append(found[len(prefix) + 1])
         return prefix
+
+    def check_resumable(self) -> None:
+        """``ValueError`` for a directory a resumed session must not continue, saying why and what
+        to do: its records are a link (appending would write through it), hold a line that is not a
+        valid record, or belong to another session (a renamed copy, whose runs would split in two)."""
+        if self.records_path.is_symlink() or not self.records_path.is_file():
+            raise ValueError(f"{self.records_path} is not a regular file (a link?); a session appends only to its own")
+        others = sorted({r.session for r in self.read() if r.session and r.session != self.name})
+        if others:
+            home = self.path.parent / others[0]
+            raise ValueError(
+                f"{self.path} holds the records of session {', '.join(others)}, not of {self.name} (a renamed "
+                f"copy?); resumed under this name its runs would count twice. Resume the session under its own "
+                f"name: move the directory back to {home} and pass --weirdml-resume={home}"
+            )
 
     def summary(self) -> dict[str, Any] | None:
         """The ``summary.json`` last built for this session (``None`` before the first)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import subprocess
 import warnings
 from collections.abc import Iterator
@@ -286,3 +287,52 @@ def test_a_session_with_a_huge_line_and_a_torn_middle_line_is_reported_and_resum
         warnings.simplefilter("ignore", RecordsWarning)
         made = [r.model for r in SessionDir(where).iterations()]
     assert sorted(made) == ["baseline", "reference", "replay:good.json"]
+
+
+def test_a_resume_replaces_planted_links_and_never_writes_through_them(
+    pytester: pytest.Pytester, tiny: Path, base_args: list[str]
+) -> None:
+    args = ["--weirdml-model=reference", "--weirdml-runs=1", *base_args]
+    pytester.runpytest(*args).assert_outcomes(passed=1)
+    where = session_dir(pytester)
+    outside = pytester.path / "outside"
+    outside.mkdir()
+    planted = ["summary.json", "report.html", "results.csv", "results_own_tasks.csv", "transcripts/tiny/reference-0.md"]
+    for name in planted:
+        target = outside / name.replace("/", "_")
+        target.write_text("precious\n")
+        (where / name).unlink()
+        (where / name).symlink_to(target)
+    pytester.runpytest(*args, f"--weirdml-resume={where}").assert_outcomes(passed=1)
+    for name in planted:
+        assert (outside / name.replace("/", "_")).read_text() == "precious\n", name
+        assert not (where / name).is_symlink() and (where / name).stat().st_size > 0, name
+    assert [r["model"] for r in json.loads((where / "summary.json").read_text())["runs"]] == ["reference"]
+    # Records that are a link: a session appends to its own file only.
+    kept = (where / "records.jsonl").read_text()
+    (where / "records.jsonl").rename(outside / "records.jsonl")
+    (where / "records.jsonl").symlink_to(outside / "records.jsonl")
+    refused = pytester.runpytest(*args, f"--weirdml-resume={where}")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines([f"*--weirdml-resume: {where / 'records.jsonl'} is not a regular file*"])
+    assert (outside / "records.jsonl").read_text() == kept
+
+
+def test_a_renamed_copy_of_a_session_is_refused_naming_the_fix(
+    pytester: pytest.Pytester, tiny: Path, base_args: list[str]
+) -> None:
+    args = ["--weirdml-model=reference", "--weirdml-runs=1", *base_args]
+    pytester.runpytest(*args).assert_outcomes(passed=1)
+    original = session_dir(pytester)
+    copy = original.with_name("copy")
+    shutil.copytree(original, copy)
+    kept = (copy / "records.jsonl").read_text()
+    refused = pytester.runpytest(*args, f"--weirdml-resume={copy}")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(
+        [
+            f"*--weirdml-resume: {copy} holds the records of session {original.name}, not of copy (a renamed copy?)*"
+            f"move the directory back to {original} and pass --weirdml-resume={original}*"
+        ]
+    )
+    assert (copy / "records.jsonl").read_text() == kept

@@ -81,7 +81,8 @@ def transcript_path(directory: Path, run: RunRecord, *, by_session: bool = False
     root = directory / TRANSCRIPTS_DIR / (_safe(run.session) if by_session else "")
     path = root / _safe(run.task) / f"{_safe(run.model)}-{int(run.run)}.md"
     inside = directory.resolve() / TRANSCRIPTS_DIR
-    if not path.resolve().is_relative_to(inside):
+    # The directories may not lead elsewhere; a link at the file's own name is replaced, not followed.
+    if not path.parent.resolve().is_relative_to(inside):
         raise ValueError(f"transcript path {path} would leave {inside}")
     return path
 
