@@ -19,15 +19,13 @@ calibration check of a later quick or partial run finds the reference and generi
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_weirdml.check import bars, build, calibration, compute, leaks
 from pytest_weirdml.check.context import Context, one_core
-from pytest_weirdml.check.findings import Finding, TaskReport, failed, load_figures
-from pytest_weirdml.errors import DataUnavailable, TaskError
+from pytest_weirdml.check.findings import Finding, TaskReport, failed, guarded, load_figures, passed
 from pytest_weirdml.sandbox import Sandbox
 from pytest_weirdml.tasks import TaskSpec
 
@@ -83,18 +81,13 @@ def _add(report: TaskReport, finding: Finding, on_finding: Callable[[Finding], N
 
 
 def _run_group(group: str, ctx: Context) -> Sequence[Finding]:
-    try:
-        return GROUPS[group](ctx)
-    except DataUnavailable as exc:
-        return [failed(group, f"the data cannot be built here: {exc}", "install what the message names")]
-    except (TaskError, ValueError, OSError) as exc:
-        return [failed(group, f"{type(exc).__name__}: {exc}", "fix the task directory as the message says")]
-    except Exception as exc:  # a broken builder or learner must not stop the other tasks' checks
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        return [
-            failed(
-                group,
-                f"{type(exc).__name__}: {exc} (at {Path(where.filename).name}:{where.lineno})",
-                "fix the task's code the message points at",
-            )
-        ]
+    """A group's findings; what fails before its checks run (the layout, the build) is one failed
+    finding named for the group."""
+    findings: list[Finding] = []
+
+    def run() -> Finding:
+        findings.extend(GROUPS[group](ctx))
+        return passed(group, "")
+
+    outcome = guarded(group, run)
+    return findings if not outcome.failed else [*findings, outcome]

@@ -9,9 +9,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 from pytest_weirdml.check import learners
 from pytest_weirdml.check.context import Context, share
-from pytest_weirdml.check.findings import Finding, failed, not_applicable, passed
+from pytest_weirdml.check.findings import Finding, failed, guarded, not_applicable, passed
 from pytest_weirdml.extract import code_blocks
 
 REFERENCE_BAR = 0.85
@@ -92,6 +95,7 @@ def generic(ctx: Context) -> Finding:
 
 
 def run(ctx: Context) -> list[Finding]:
-    if ctx.quick:
-        return [example(ctx)]
-    return [example(ctx), reference(ctx), generic(ctx)]
+    checks: list[tuple[str, Callable[[Context], Finding]]] = [("bars.example", example)]
+    if not ctx.quick:
+        checks += [("bars.reference", reference), ("bars.generic", generic)]
+    return [guarded(name, partial(check, ctx)) for name, check in checks]

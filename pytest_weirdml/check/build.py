@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_weirdml.check.context import Context
-from pytest_weirdml.check.findings import Finding, failed, not_applicable, passed
+from pytest_weirdml.check.findings import Finding, failed, guarded, not_applicable, passed
 from pytest_weirdml.check.learners import column_features
 from pytest_weirdml.check.samples import Samples
 from pytest_weirdml.tasks import load_builder
@@ -45,7 +45,14 @@ _DTYPE_WORDS = {
 
 
 def run(ctx: Context) -> list[Finding]:
-    return [_deterministic(ctx), _seeded(ctx), _prompt_files(ctx), _disjoint(ctx.samples()), _label_shares(ctx)]
+    checks = (
+        ("build.deterministic", lambda: _deterministic(ctx)),
+        ("build.seeded", lambda: _seeded(ctx)),
+        ("build.prompt_files", lambda: _prompt_files(ctx)),
+        ("build.disjoint", lambda: _disjoint(ctx.samples())),
+        ("build.label_shares", lambda: _label_shares(ctx)),
+    )
+    return [guarded(name, check) for name, check in checks]
 
 
 def _fresh_build(ctx: Context, seed: int, out: Path) -> np.ndarray:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pytest_weirdml.check import learners
 from pytest_weirdml.check.context import Context, two_cores
-from pytest_weirdml.check.findings import Finding, failed, not_applicable, passed
+from pytest_weirdml.check.findings import Finding, failed, guarded, not_applicable, passed
 
 FACTORS = (0.25, 4.0)
 
@@ -68,4 +68,4 @@ def generic(ctx: Context) -> Finding:
 
 
 def run(ctx: Context) -> list[Finding]:
-    return [reference(ctx), generic(ctx)]
+    return [guarded("compute.reference", lambda: reference(ctx)), guarded("compute.generic", lambda: generic(ctx))]

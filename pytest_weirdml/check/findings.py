@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,23 @@ def failed(check: str, message: str, fix: str) -> Finding:
 
 def not_applicable(check: str, message: str) -> Finding:
     return Finding(check, NA, message)
+
+
+def guarded(check: str, measure: Callable[[], Finding]) -> Finding:
+    """One check's finding; a check that cannot run is a failed finding naming why, so that the
+    other checks (and the other tasks) still run."""
+    from pytest_weirdml.errors import DataUnavailable, TaskError
+
+    try:
+        return measure()
+    except DataUnavailable as exc:
+        return failed(check, f"the data cannot be built here: {exc}", "install what the message names")
+    except (TaskError, ValueError, OSError) as exc:
+        return failed(check, f"{type(exc).__name__}: {exc}", "fix the task directory as the message says")
+    except Exception as exc:  # a broken builder or learner must not stop the other checks
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        place = f"{Path(where.filename).name}:{where.lineno}"
+        return failed(check, f"{type(exc).__name__}: {exc} (at {place})", "fix the code the message points at")
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,7 @@ def text_of(columns: tuple[Column, ...], index: int) -> str:
 
 def fit_predict(make: Callable[[], object], x: np.ndarray, labels: np.ndarray, x_test: np.ndarray) -> np.ndarray:
     """One estimator per label column (a constant column is predicted as itself)."""
-    out = np.zeros((len(x_test), labels.shape[1]), dtype=np.int64)
+    out = np.zeros((x_test.shape[0], labels.shape[1]), dtype=np.int64)
     for j in range(labels.shape[1]):
         y = labels[:, j]
         if len(np.unique(y)) < 2:
