@@ -30,8 +30,8 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from pytest_weirdml.atomic import write_atomic
 from pytest_weirdml.errors import ModelError
-from pytest_weirdml.models._files import write_new
 from pytest_weirdml.models.base import Request
 from pytest_weirdml.models.queue import ANSWER_CAP_BYTES, QueueModel, Ticket, decode_answer, read_answer
 
@@ -107,7 +107,7 @@ class HumanModel(QueueModel):
         shown = ticket.request.with_name(f"{ticket.id}.request.md")
         text = render(request, ticket, self.settle_s)
         try:
-            write_new(shown, text)
+            write_atomic(shown, text)
         except OSError as exc:
             error = ModelError(f"cannot write {shown} ({exc.strerror or exc})")
             self._cancel(ticket, error)
@@ -145,7 +145,7 @@ class HumanModel(QueueModel):
             return None
         reply = text.lstrip("\n")
         try:
-            write_new(ticket.answer, reply)
+            write_atomic(ticket.answer, reply)
         except OSError as exc:
             raise ModelError(f"cannot write {ticket.answer} ({exc.strerror or exc})") from None
         data = reply.encode("utf-8")

@@ -14,7 +14,7 @@ each of its requests and for a resumed run. When the harness stops waiting (the 
 interrupt) it writes ``DIR/<id>.cancelled``.
 
 ``DIR`` is the answerer's to write, so every file the harness writes there is created new and
-renamed into place (``_files.write_new``), never written through a name an answerer could plant
+renamed into place (``pytest_weirdml.atomic.write_atomic``), never written through a name an answerer could plant
 a link at; every wait, the one for the directory's lock included, ends at the answer timeout.
 
 The time from writing the request to reading the answer is the think time
@@ -40,8 +40,8 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from pytest_weirdml.atomic import write_atomic
 from pytest_weirdml.errors import ModelError
-from pytest_weirdml.models._files import write_new
 from pytest_weirdml.models.base import Model, Request, Response, label
 from pytest_weirdml.records import Usage
 
@@ -177,7 +177,7 @@ class QueueModel(Model):
                     written_at,
                     deadline,
                 )
-                write_new(ticket.request, json.dumps(self.payload(request, ticket), indent=2, ensure_ascii=False))
+                write_atomic(ticket.request, json.dumps(self.payload(request, ticket), indent=2, ensure_ascii=False))
         except Timeout:
             raise ModelError(
                 f"{lock} stayed locked by another process for {self.timeout_s:g} s (--weirdml-answer-timeout); "
@@ -283,4 +283,4 @@ class QueueModel(Model):
     def _cancel(self, ticket: Ticket, exc: BaseException) -> None:
         reason = str(exc) if isinstance(exc, ModelError) else f"the harness stopped waiting ({type(exc).__name__})"
         with contextlib.suppress(OSError):
-            write_new(ticket.cancelled, reason + "\n")
+            write_atomic(ticket.cancelled, reason + "\n")
