@@ -9,7 +9,8 @@ A records file is what people send each other (``weirdml report their-session/``
   null, ``usage`` an object of numbers...); numbers are finite;
 - scores lie in [0, 1], counts and durations are not negative, iterations start at 1;
 - a run start holds its ``plan``, an object of the same kind: typed fields, limits that are not
-  negative, a plain protocol name;
+  negative, a plain protocol name, ``time_estimates`` of at most ``MAX_ESTIMATORS`` estimators
+  with at most ``MAX_THRESHOLDS`` thresholds each (``horizons.estimates``);
 - ``cut`` (the texts the writer cut to fit a line, ``pytest_weirdml.linecap``) maps names to
   counts;
 - ``task`` and ``session`` are names of letters, digits, ``_``, ``-`` and ``.`` (no leading dot),
@@ -26,6 +27,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_weirdml.horizons.estimates import MAX_ESTIMATORS, MAX_THRESHOLDS
 from pytest_weirdml.untrusted import is_safe_name
 
 # The longest record line read; the writer cuts a record's texts to fit it (``linecap``).
@@ -104,6 +106,19 @@ def check_plan(raw: Mapping[str, Any], annotations: Mapping[str, str]) -> None:
             raise ValueError(f"field {name!r} is {raw[name]!r}; it cannot be negative")
     if isinstance(raw.get("max_output_tokens"), int) and raw["max_output_tokens"] < 1:
         raise ValueError(f"field 'max_output_tokens' is {raw['max_output_tokens']!r}; a token cap is at least 1")
+    hours = raw.get("time_estimates", None)
+    hours = hours.get("hours") if isinstance(hours, dict) else None
+    if isinstance(hours, dict):
+        if len(hours) > MAX_ESTIMATORS:
+            raise ValueError(
+                f"field 'time_estimates.hours' holds {len(hours)} estimators; a task has at most {MAX_ESTIMATORS}"
+            )
+        for name, by_threshold in hours.items():
+            if isinstance(by_threshold, dict) and len(by_threshold) > MAX_THRESHOLDS:
+                raise ValueError(
+                    f"field 'time_estimates.hours' estimator {name[:60]!r} holds {len(by_threshold)} thresholds;"
+                    f" an estimator has at most {MAX_THRESHOLDS}"
+                )
 
 
 def check_usage(raw: Mapping[str, Any], annotations: Mapping[str, str]) -> None:

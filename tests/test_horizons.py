@@ -21,7 +21,7 @@ from scipy.optimize import minimize
 
 from pytest_weirdml.cli import main
 from pytest_weirdml.errors import TaskError
-from pytest_weirdml.horizons import fit, published
+from pytest_weirdml.horizons import estimates, fit, published
 from pytest_weirdml.tasks import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,6 +135,16 @@ def test_bad_time_estimates_name_the_file_and_the_key(tmp_path: Path, table: str
     assert str(toml) in str(err.value) and message in str(err.value)
 
 
+def test_too_many_thresholds_in_task_toml_are_refused(tmp_path: Path) -> None:
+    task = write_tiny_task(tmp_path)
+    toml = task / "task.toml"
+    many = ", ".join(f'"{(i + 1) / 100:g}%" = {i + 1}' for i in range(estimates.MAX_THRESHOLDS + 1))
+    table = f'\n[time_estimates]\nsource = "human"\nwho = "me"\nhours = {{ a = {{ {many} }} }}\n'
+    toml.write_text(toml.read_text() + table)
+    with pytest.raises(TaskError, match=f"hours.a holds {estimates.MAX_THRESHOLDS + 1} thresholds"):
+        load_task(task)
+
+
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
     """A real session of the offline models on two tasks, one of them with estimates."""
@@ -187,6 +197,28 @@ def test_session_prints_and_stores_the_horizon(session: tuple[subprocess.Complet
     code, text = _cli("horizons", str(where), "--json", "-o", str(where / "horizons"))
     assert code == 0 and json.loads(text)["baseline"]["x50_hours"] == pytest.approx(baseline["x50_hours"])
     print(out)
+
+
+def test_records_whose_estimates_hold_10000_thresholds_are_refused_by_the_report(
+    session: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, where = session
+    lines = []
+    for line in (where / "records.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["kind"] == "run_start" and record["plan"].get("time_estimates"):
+            hours = {f"{(i + 1) / 10_001 * 100:.6f}%": 1.0 + i for i in range(10_000)}
+            record["plan"]["time_estimates"]["hours"]["one"] = hours
+        lines.append(json.dumps(record))
+    copy = tmp_path / where.name
+    copy.mkdir()
+    (copy / "records.jsonl").write_text("\n".join(lines) + "\n")
+    code, _ = _cli("report", str(copy), "-o", str(tmp_path / "out"))
+    error = capsys.readouterr().err
+    assert code == 2, error
+    assert "records.jsonl" in error and "time_estimates.hours" in error
+    assert f"10000 thresholds; an estimator has at most {estimates.MAX_THRESHOLDS}" in error
+    assert not (tmp_path / "out" / "summary.json").exists()
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")

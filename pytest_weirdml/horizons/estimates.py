@@ -25,6 +25,10 @@ SOURCES = ("published", "human", "estimated")
 KEYS = {"source", "task", "who", "how", "hours"}
 # What each source must say besides its hours.
 REQUIRED = {"published": ("task",), "human": ("who",), "estimated": ("who", "how")}
+# The most estimators a table holds, and thresholds per estimator (the published ones have four
+# and five): a record's estimates are untrusted input, and every point is fitted many times.
+MAX_ESTIMATORS = 32
+MAX_THRESHOLDS = 32
 
 
 @dataclass(frozen=True)
@@ -96,10 +100,14 @@ def parse_estimates(raw: Any, where: str) -> TimeEstimates:
     hours = raw.get("hours")
     if not isinstance(hours, dict) or not hours:
         raise fail("hours", 'must be a table of estimators, each {"25%" = hours, ...}')
+    if len(hours) > MAX_ESTIMATORS:
+        raise fail("hours", f"holds {len(hours)} estimators; at most {MAX_ESTIMATORS} are read")
     parsed: dict[str, dict[float, float]] = {}
     for name, by_threshold in hours.items():
         if not isinstance(by_threshold, dict) or not by_threshold:
             raise fail(f"hours.{name}", f'must be a table {{"25%" = hours, ...}}, got {by_threshold!r}')
+        if len(by_threshold) > MAX_THRESHOLDS:
+            raise fail(f"hours.{name}", f"holds {len(by_threshold)} thresholds; at most {MAX_THRESHOLDS} are read")
         parsed[name] = {}
         for key, value in by_threshold.items():
             threshold = parse_threshold(key)
