@@ -321,6 +321,7 @@ class RunRecord:
             "code_lines": [it.code_lines for it in its if it.code is not None],
             "output_tokens": [it.usage.output_tokens for it in its],
             "cost_usd": sum(costs) if costs else None,
+            "cached_responses": sum(it.usage.cached_response for it in its),
             **self.conditions(),
         }
 

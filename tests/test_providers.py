@@ -294,7 +294,7 @@ def test_cache_replays_a_run_without_requests(project: pytest.Pytester, wire: st
 
 def test_the_cache_keys_answers_by_their_server_and_marks_a_replay(project: pytest.Pytester) -> None:
     """Issue 36: an answer of a local server was replayed as openai:gpt-5's, cost and all, and
-    unmarked. The key holds the server; a replay says it is one."""
+    unmarked. The key holds the server; a replay says it is one, and the summary counts them."""
     _need_sdk("openai")
     project.makepyprojecttoml('[tool.weirdml.providers.openai]\napi_key_env = "OPENAI_API_KEY"\n')
     cache = ("--weirdml-model=openai:gpt-5", "--weirdml-cache", f"--weirdml-cache-dir={project.path / 'answers'}")
@@ -302,14 +302,23 @@ def test_the_cache_keys_answers_by_their_server_and_marks_a_replay(project: pyte
     def replayed() -> list[object]:
         return [r["usage"]["cached_response"] for r in _records(project)]  # type: ignore[index]
 
+    def counted() -> tuple[object, object]:
+        """The latest summary's count of replayed answers: the model's row's and its run's."""
+        (where,) = sorted((project.path / "reports").glob("*/summary.json"))[-1:]
+        summary = json.loads(where.read_text())
+        (run,) = summary["runs"]
+        return summary["models"]["openai:gpt-5"]["cached_responses"], run["cached_responses"]
+
     with FakeProvider("openai", solver) as local, FakeProvider("openai", solver) as other:
         _run(project, *cache, f"--weirdml-base-url={local.base_url}").assert_outcomes(passed=1)
         assert len(local.requests) == 3 and replayed() == [False] * 3
+        assert counted() == (0, 0)
         _run(project, *cache, f"--weirdml-base-url={local.base_url}").assert_outcomes(passed=1)
         assert len(local.requests) == 3 and replayed() == [True] * 3
+        assert counted() == (3, 3)
         _run(project, *cache, f"--weirdml-base-url={other.base_url}").assert_outcomes(passed=1)
         assert len(other.requests) == 3, "another server's answers were replayed"
-        assert replayed() == [False] * 3
+        assert replayed() == [False] * 3 and counted() == (0, 0)
         # No base URL (or the provider's own) is the provider's server: a key of its own.
         config = ModelConfig(name="openai:gpt-5", provider="openai", model="gpt-5", api_key_env=("OPENAI_API_KEY",))
         own = models.build_provider(config).identity()

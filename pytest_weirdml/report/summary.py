@@ -35,6 +35,8 @@ data (a model without prices has no cost):
                       where a failure is a submission without usable predictions (zero reason).
     ``zero_reasons``  reason -> count, reasons cut after their first ``:`` so they group.
     ``cost_per_run_usd``      mean over runs with a known cost of all their calls' cost.
+    ``cached_responses``      model calls answered from the response cache (``usage.cached_response``;
+                              each run of ``runs`` counts its own).
     ``mean_output_tokens``    mean over model calls of the output tokens the provider reported
                               (reasoning included where the provider counts it in the output).
     ``code_lines``    ``{p10, p50, p90}`` of the line counts of all submitted scripts.
@@ -234,6 +236,7 @@ def _model_row(tasks: Mapping[str, list[Mapping[str, Any]]], resamples: int, see
         "failure_rate": stats.failure_rate(reasons) or 0.0,
         "zero_reasons": dict(Counter(reason.split(":", 1)[0] for reason in reasons if reason is not None)),
         "cost_per_run_usd": stats.mean(costs),
+        "cached_responses": sum(r.get("cached_responses", 0) for r in every),
         "mean_output_tokens": stats.mean([t for r in every for t in r["output_tokens"]]),
         "code_lines": dict(zip(("p10", "p50", "p90"), code, strict=True)) if code else None,
         "exec_time_median_s": stats.median(exec_s),
