@@ -37,8 +37,9 @@ import importlib.util
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -67,13 +68,15 @@ def read_public(public: Path) -> Arrays:
     return x_train, y_train, x_test
 
 
-def load_data(seed: int) -> Data:
+def load_data(seed: int, params: Mapping[str, Any] | None = None) -> Data:
+    """The data of ``seed`` from this task's builder with ``params`` (sequence_rules_easy passes
+    its own, ``version = 1``)."""
     spec = importlib.util.spec_from_file_location("sequence_rules_data", HERE / "data.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     with tempfile.TemporaryDirectory() as tmp:
-        answers = module.build(Path(tmp), seed)
+        answers = module.build(Path(tmp), seed, **(params or {}))
         return (*read_public(Path(tmp)), answers)
 
 
@@ -151,8 +154,10 @@ GENERIC_LEARNERS: dict[str, Callable[[Path, float], np.ndarray]] = {
 }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(params: Mapping[str, Any] | None = None, description: str | None = __doc__) -> int:
+    """The command line; ``params`` go to the builder (sequence_rules_easy's calibrate.py runs this
+    one on its own data)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=0, help="data seed (default 0, the task's own)")
     parser.add_argument("--only", choices=sorted(LEARNERS), action="append", help="run only these learners")
     args = parser.parse_args()
@@ -162,7 +167,7 @@ def main() -> int:
     torch.set_num_threads(threads)
     threadpool_limits(threads)
     start = time.perf_counter()
-    data = load_data(args.seed)
+    data = load_data(args.seed, params)
     answers = data[3]
     print(
         f"data seed {args.seed}, {threads} threads: built in {time.perf_counter() - start:.1f} s; "

@@ -73,10 +73,12 @@ def _splits(run: int) -> np.ndarray:
 def test_spec() -> None:
     spec = load_task(TASK_DIR)
     assert spec.name == NAME
-    assert set(spec.markers) == {"sequence", "numbers"}
-    assert spec.time_limit_s == 120
+    assert set(spec.markers) == {"sequence", "numbers", "hard"}
+    assert spec.time_limit_s == 120 and spec.data_version == 2
     assert spec.public_files == tuple(SHAPES)
-    assert spec.builder == TASK_DIR / "data.py"
+    # The builder also makes data version 1 for sequence_rules_easy; this task takes its default.
+    assert spec.builder == TASK_DIR / "data.py" and dict(spec.params) == {}
+    assert (spec.calibration.family, spec.calibration.tier) == ("sequence_rules", "hard")
     assert spec.reference_path.is_file()
     blocks = re.findall(r"```python\n(.*?)```", spec.prompt, re.S)
     assert len(blocks) == 1 and spec.prompt.count("```") == 2
