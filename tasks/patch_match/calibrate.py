@@ -27,8 +27,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -156,8 +157,10 @@ def run_reference(public: Path, answers: np.ndarray) -> float:
     return float(np.mean(preds == answers))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(params: Mapping[str, Any] | None = None, description: str | None = __doc__) -> None:
+    """The command line; ``params`` go to the builder (patch_match_easy's calibrate.py runs this
+    one on its own data)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--reference", action="store_true", help="also run the task's reference.py")
     parser.add_argument("--quick", action="store_true", help="skip the first tries (minutes on a loaded CPU)")
@@ -166,7 +169,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         start = time.perf_counter()
-        answers = load_builder()(out, args.seed)
+        answers = load_builder()(out, args.seed, **(params or {}))
         print(f"seed {args.seed}: built in {time.perf_counter() - start:.2f} s")
         train, test = read_public(out)
         k = train[2].shape[1]

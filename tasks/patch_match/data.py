@@ -19,6 +19,11 @@ one or to another candidate (mean absolute difference under ``MIN_DIFF``), or mo
 is skipped, so every sample has one right answer. Training samples come from Fashion-MNIST's
 training split and test samples from its test split, each with its distractors from the same
 split. Each seed draws a new pool of pictures, new holes and a new order of the candidates.
+
+``build(..., version=3)`` makes data version 3 (the task patch_match_easy): the same samples with
+every candidate's pixels written in their place in the square, the hidden order left out; seed for
+seed its files are those that version 3's builder wrote, and version 4's with its candidates put
+back by the order (``scramble`` undone).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ GAIN = 0.25  # every candidate's pixels are scaled by exp(uniform(-GAIN, GAIN))
 NOISE = 0.03  # and get Gaussian noise of this standard deviation
 TURNS = 4  # every candidate gets one of the first TURNS elements of ``orient`` (4: turns only; 8: all)
 SCRAMBLE = True  # every candidate's 64 pixels are written in one hidden order per data set (data version 4)
+VERSIONS = (3, 4)  # the data versions ``build`` makes: 4 (patch_match), 3 (patch_match_easy: no hidden order)
 
 FASHION_ENV = "WEIRDML_FASHION_MNIST_DIR"
 # Module constant so tests can point the system lookup at an empty directory.
@@ -214,12 +220,17 @@ def build(
     n_train: int = N_TRAIN,
     n_test: int = N_TEST,
     fashion_system_dir: str | None = None,
+    version: int = 4,
 ) -> np.ndarray:
-    """Write the train and test pictures, holes and candidate patches, and the training labels;
-    return the test labels (the index of the right candidate)."""
+    """Write the train and test pictures, holes and candidate patches, and the training labels, of
+    data version ``version`` (4: patch_match, 3: patch_match_easy, its candidates' pixels in their
+    place); return the test labels (the index of the right candidate)."""
+    if version not in VERSIONS:
+        raise ValueError(f"data version {version!r}: this builder makes versions {list(VERSIONS)}")
     folder = _fashion_dir(Path(fashion_system_dir) if fashion_system_dir else FASHION_SYSTEM_DIR)
     train_seq, test_seq = np.random.SeedSequence(seed).spawn(2)
-    order = pixel_order(seed) if SCRAMBLE else np.arange(HOLE * HOLE)
+    hidden_order = SCRAMBLE and version >= 4
+    order = pixel_order(seed) if hidden_order else np.arange(HOLE * HOLE)
     answers = np.empty(0, dtype=np.int64)
     for split, seq, n in (("train", train_seq, n_train), ("test", test_seq, n_test)):
         images, holes, patches, labels, _turns, _sources = _split(
@@ -227,7 +238,7 @@ def build(
         )
         np.save(out / f"{split}_images.npy", images, allow_pickle=False)
         np.save(out / f"{split}_holes.npy", holes, allow_pickle=False)
-        np.save(out / f"{split}_patches.npy", scramble(patches, order), allow_pickle=False)
+        np.save(out / f"{split}_patches.npy", scramble(patches, order) if hidden_order else patches, allow_pickle=False)
         if split == "train":
             np.save(out / "train_labels.npy", labels, allow_pickle=False)
         else:

@@ -58,8 +58,11 @@ def load(data: TaskData, split: str, written: bool = False) -> tuple[np.ndarray,
 
 
 def test_spec(spec: TaskSpec) -> None:
-    assert set(spec.markers) == {"images", "matching"}
-    assert spec.builder == TASK_DIR / "data.py" and spec.reference_path.is_file()
+    assert set(spec.markers) == {"images", "matching", "hard"}
+    # The builder also makes data version 3 for patch_match_easy; this task takes its default.
+    assert spec.builder == TASK_DIR / "data.py" and dict(spec.params) == {} and spec.data_version == 4
+    assert (spec.calibration.family, spec.calibration.tier) == ("patch_match", "hard")
+    assert spec.reference_path.is_file()
     assert spec.prompt.count("```python") == 1 and spec.prompt.count("```") == 2
 
 
