@@ -581,6 +581,38 @@ OWN_FACTS = {
         ),
     ),
 }
+# The easy twins: earlier data versions, played blind with these very prompts.
+OWN_FACTS["patch_match_easy"] = OWN_FACTS["patch_match"]
+OWN_FACTS["sequence_rules_easy"] = OwnFacts(
+    (
+        "a sequence of 12 integers",
+        "one of 8 rules",
+        "some sequences carry a little noise",
+        "(1600, 12) | int64",
+        "(1000, 12) | int64",
+        "in the order of `data/test_data.npy`",
+    ),
+    (
+        r"random walk",
+        r"periodic",
+        r"repeat",
+        r"quadratic",
+        r"geometric",
+        r"residue",
+        r"remainder",
+        r"modul",
+        r"\bprimes?\b",
+        r"digit ?sum",
+        r"sum of (the|its) digits",
+        r"differences?",
+        r"\bratios?\b",
+        r"arithmetic",
+        r"carries no meaning",
+        r"\bsteps?\b",
+        r"(up|down)wards",
+        r"direction",
+    ),
+)
 
 
 @pytest.fixture(params=sorted(OWN_FACTS))
