@@ -12,7 +12,8 @@ Under xdist every process installs the handler (a signal sent to the process gro
 ``timeout`` sends it, reaches each one), and the controller passes a SIGTERM sent to it alone (a
 container stop) on to its workers, so each cancels its own request. Later SIGTERMs are ignored
 while the session ends (SIGKILL still ends it at once). A handler someone else installed is left
-alone.
+alone, and a process forked from the session (a data builder's pool worker) ends on SIGTERM as
+it would without the handler.
 """
 
 from __future__ import annotations
@@ -38,8 +39,16 @@ def interrupt_on_sigterm(config: pytest.Config) -> None:
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return
     received: list[int] = []
+    owner = os.getpid()
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != owner:
+            # A process forked from the session (a data builder's pool worker) inherits this
+            # handler: there SIGTERM keeps its default, or a worker stopped while it holds its
+            # pool's queue lock leaves its siblings, and the session, waiting forever.
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
         if received:
             return  # the session is already ending
         received.append(signum)
@@ -51,7 +60,16 @@ def interrupt_on_sigterm(config: pytest.Config) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    os.register_at_fork(after_in_child=_default_in_child)
     config.add_cleanup(restore)
+
+
+def _default_in_child() -> None:
+    """A process forked from the session (a data builder's pool worker) ends on SIGTERM at once,
+    as it would without the session's handler: raising there, where it may hold its pool's queue
+    lock, would leave its siblings and the session waiting forever."""
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _forward_to_children() -> None:

@@ -111,6 +111,8 @@ class Context:
         seed = self.seed if seed is None else seed
         if seed not in self.figures.chance:
             declared = self.spec.calibration.chance
+            if declared is None and self.saved is not None and seed in self.saved.chance:
+                declared = self.saved.chance[seed]  # measured by the saved check: no build needed
             self.figures.chance[seed] = declared if declared is not None else chance_of(self.data(seed).answers())
         return self.figures.chance[seed]
 
