@@ -6,10 +6,10 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from pytest_weirdml.atomic import write_atomic
 from pytest_weirdml.check import GROUPS, QUICK_GROUPS, CheckSettings, check_task, table
 from pytest_weirdml.check.calibration import saved_path
 from pytest_weirdml.check.findings import FAIL, NA, Finding, TaskReport
@@ -134,17 +134,7 @@ def _print_summary(reports: list[TaskReport]) -> None:
 
 
 def _save(report: TaskReport, path: Path) -> None:
-    """Written whole or not at all: a temporary file beside it, renamed over it."""
+    """Written whole or not at all, never through a link (the harness's one atomic writer)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(report.as_dict(), handle, indent=2)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, json.dumps(report.as_dict(), indent=2) + "\n")
     print(f"saved {path}")
